@@ -1,0 +1,171 @@
+"""The consolidation agent ("sleep"): dormancy, contradictions, dependency edges, ripples,
+archival and promotion, in one pass at a reference time.
+
+Contradictions are searched among each new vector's nearest neighbours in the index (never
+all pairs): two live vectors of different documents contradict when their embeddings are
+close (same topic) and the quantities they state are disjoint (different claim). The pair is
+resolved by a majority of three votes, as in the paper: recency, source authority and
+feedback balance (a tie in one criterion abstains; a tied vote goes to authority, then
+recency). The loser takes ``contradiction_penalty`` and sends a ripple; both get a
+``contradicts`` edge. The reference proof-of-concept only logs the preferred side; acting on
+it is this library's reading of "resolve".
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .timeutil import DAY
+from .vector import ConsolidationReport
+
+if TYPE_CHECKING:
+    from .store import SmartVectorStore
+
+_QUANTITY = re.compile(r"(?<![\w.])(\$?\d+(?:[.,]\d+)*)\s*(%|[a-z]+)?", re.IGNORECASE)
+
+
+@lru_cache(maxsize=65536)
+def claims(text: str) -> frozenset[str]:
+    """The quantities a text states, normalised: ``"90 days"`` -> ``"90 day"``."""
+    out = set()
+    for num, unit in _QUANTITY.findall(text):
+        num = num.replace(",", "")
+        unit = (unit or "").lower()
+        if len(unit) > 3 and unit.endswith("s"):
+            unit = unit[:-1]
+        out.add(f"{num} {unit}".strip())
+    return frozenset(out)
+
+
+def differ_in_claims(a: str, b: str) -> bool:
+    """Both texts state quantities and none of them agree."""
+    ca, cb = claims(a), claims(b)
+    return bool(ca) and bool(cb) and not (ca & cb)
+
+
+def resolve(store: SmartVectorStore, a: int, b: int) -> tuple[int, int, str]:
+    """Majority of recency, authority and feedback; returns (winner, loser, reasons)."""
+    c = store.columns
+    votes = {a: 0, b: 0}
+    reasons = []
+    for name, va, vb in (
+        ("recency", c["created_at"][a], c["created_at"][b]),
+        ("authority", c["authority"][a], c["authority"][b]),
+        ("feedback", c["positive"][a] - c["negative"][a], c["positive"][b] - c["negative"][b]),
+    ):
+        if va != vb:
+            w = a if va > vb else b
+            votes[w] += 1
+            reasons.append(f"{name}:{store.ids[w]}")
+    if votes[a] != votes[b]:
+        winner = a if votes[a] > votes[b] else b
+    elif c["authority"][a] != c["authority"][b]:
+        winner = a if c["authority"][a] > c["authority"][b] else b
+    elif c["created_at"][a] != c["created_at"][b]:
+        winner = a if c["created_at"][a] > c["created_at"][b] else b
+    else:
+        winner = min(a, b)
+    loser = b if winner == a else a
+    return winner, loser, ", ".join(reasons) or "tie"
+
+
+def consolidate(store: SmartVectorStore, t: float) -> ConsolidationReport:
+    """One consolidation pass at time ``t`` (see the module docstring)."""
+    report = ConsolidationReport(at=t)
+    n = len(store)
+    if n == 0:
+        return report
+    c = store.columns
+    params = store.config.consolidation
+    exists = c["created_at"] <= t
+    live = exists & ~(c["superseded_at"] <= t)
+    report.checked = int(live.sum())
+
+    # 1. decay: active vectors whose live confidence fell below the threshold go dormant
+    active = np.flatnonzero(live & (c["consolidated_at"] <= t) & ~(c["dormant_at"] <= t))
+    if len(active):
+        conf = store.confidence_at(active, t)
+        for r, cf in zip(active[store.engine.is_dormant(conf)].tolist(),
+                         conf[store.engine.is_dormant(conf)].tolist(), strict=True):
+            c["dormant_at"][r] = t
+            store.log(r, t, "dormant", detail=f"confidence {cf:.3f} below threshold")
+            report.dormant += 1
+
+    new = np.flatnonzero(exists & np.isinf(c["consolidated_at"]))
+    new_live = new[live[new]]
+    touched: set[int] = set()
+    ripple_sources: list[int] = []
+
+    # 2. contradictions among index neighbours of the new vectors
+    if len(new_live):
+        k = min(params.neighbours + 1, len(store.index))
+        labels, sims = store.index.search(store.index.get_vectors(new_live), k)
+        for a, labs, ss in zip(new_live.tolist(), labels, sims, strict=True):
+            for b, s in zip(labs.tolist(), ss.tolist(), strict=True):
+                if (b == a or s < params.contradiction_similarity or not live[b]
+                        or store.doc_of[a] == store.doc_of[b]
+                        or b in store.graph.neighbours("contradicts", a)
+                        or not differ_in_claims(store.texts[a], store.texts[b])):
+                    continue
+                winner, loser, why = resolve(store, a, b)
+                store.graph.link_contradicts(a, b, t)
+                store.penalise(loser, params.contradiction_penalty, t, "contradiction",
+                               f"lost to {store.ids[winner]} ({why})")
+                ripple_sources.append(loser)
+                report.contradictions += 1
+                report.details.append(
+                    f"contradiction {store.ids[a]} ~ {store.ids[b]} (cos {s:.2f}): "
+                    f"kept {store.ids[winner]} ({why})")
+
+    # 3. dependency edges from document metadata, to the closest live chunk of each target
+    new_docs = {store.doc_of[r] for r in new.tolist()}
+    affected = [d for d, s in store.docs.items()
+                if s.depends_on and (d in new_docs or new_docs.intersection(s.depends_on))]
+    for d in sorted(affected):
+        doc = store.docs[d]
+        rows = [r for r in doc.rows if live[r]]
+        for target in doc.depends_on:
+            tdoc = store.docs.get(target)
+            if tdoc is None or not rows:
+                continue
+            trows = [r for r in tdoc.rows if live[r]]
+            if not trows:
+                continue
+            sims = store.index.get_vectors(np.array(rows)) @ store.index.get_vectors(
+                np.array(trows)).T
+            for i, r in enumerate(rows):
+                linked = set(store.graph.neighbours("depends_on", r))
+                if linked.intersection(trows):
+                    continue
+                j = int(np.argmax(sims[i]))
+                if sims[i, j] >= params.dependency_similarity:
+                    if store.graph.link_dependency(r, trows[j], t):
+                        touched.update((r, trows[j]))
+                        report.dependency_edges += 1
+    store._refresh_edge_counts(touched, t)
+
+    # 4. ripples from replacements made since the last pass, and from contradiction losers
+    due = [r for r in store.pending_ripple if c["created_at"][r] <= t]
+    store.pending_ripple = [r for r in store.pending_ripple if not c["created_at"][r] <= t]
+    for src in due + ripple_sources:
+        report.ripples += store.propagate(src, t)
+
+    # 5. archival of vectors deprecated long enough ago
+    old = np.flatnonzero((c["superseded_at"] + params.archive_after_days * DAY <= t)
+                         & np.isinf(c["archived_at"]))
+    for r in old.tolist():
+        c["archived_at"][r] = t
+        store.log(r, t, "archived")
+    report.archived = len(old)
+
+    # 6. promotion: every vector seen for the first time becomes ACTIVE
+    for r in new_live.tolist():
+        c["consolidated_at"][r] = t
+        store.log(r, t, "promoted")
+    report.promoted = len(new_live)
+    store.last_consolidated = t
+    return report

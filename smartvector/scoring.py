@@ -1,0 +1,48 @@
+"""The four retrieval signals and their weighted sum, vectorised over candidates."""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from .config import RelationalParams, ScoringWeights, TemporalParams
+from .timeutil import DAY
+
+
+def temporal_signal(
+    at: float,
+    created_at: ArrayLike,
+    valid_from: ArrayLike,
+    valid_to: ArrayLike,
+    params: TemporalParams,
+) -> np.ndarray:
+    """``2^(-age/H_t)`` with age since creation, or ``outside_window`` when ``at`` is
+    before ``valid_from`` or at/after ``valid_to``. Callers drop vectors created after
+    ``at``; a negative age is clamped to 0, never a bonus."""
+    age = np.maximum(at - np.asarray(created_at, dtype=np.float64), 0.0) / DAY
+    fresh = np.exp2(-age / params.half_life_days)
+    inside = (np.asarray(valid_from) <= at) & (at < np.asarray(valid_to))
+    return np.where(inside, fresh, params.outside_window)
+
+
+def relational_signal(n_edges: ArrayLike, params: RelationalParams) -> np.ndarray:
+    """``min(cap, scale * ln(1 + edges))``."""
+    n = np.maximum(np.asarray(n_edges, dtype=np.float64), 0.0)
+    return np.minimum(params.cap, params.scale * np.log1p(n))
+
+
+def combine(
+    weights: ScoringWeights,
+    semantic: ArrayLike,
+    temporal: ArrayLike,
+    confidence: ArrayLike,
+    relational: ArrayLike,
+) -> np.ndarray:
+    """Weighted sum of the four signals with the weights normalised to sum to 1."""
+    ws, wt, wc, wr = weights.normalised()
+    return (
+        ws * np.asarray(semantic, dtype=np.float64)
+        + wt * np.asarray(temporal, dtype=np.float64)
+        + wc * np.asarray(confidence, dtype=np.float64)
+        + wr * np.asarray(relational, dtype=np.float64)
+    )

@@ -1,0 +1,619 @@
+"""The SmartVector store: ingestion with surgical updates, time-travel retrieval, feedback.
+
+Per-vector state lives in numpy columns (see :mod:`smartvector.columns`) so that scoring and
+consolidation are vectorised; the embeddings live only in the index. Every operation takes
+an explicit reference time ``at`` (POSIX seconds, a datetime or an ISO-8601 string); the
+store never reads the wall clock. A query at time ``T`` sees the store as it was at ``T``:
+vectors created later are absent, vectors superseded at or before ``T`` are deprecated, and
+feedback, accesses, penalties and edges recorded after ``T`` do not count.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .chunking import Chunk, chunk_text, diff_chunks, text_hash
+from .columns import Columns
+from .confidence import ConfidenceEngine
+from .config import StoreConfig
+from .embedders import Embedder
+from .graph import RELATIONAL_KINDS, EdgeGraph, ripple
+from .index import ExactIndex, HnswIndex, VectorIndex, make_index
+from .scoring import combine, relational_signal, temporal_signal
+from .sources import default_authority
+from .timeutil import DAY, TimeLike, to_ts
+from .vector import (
+    ConsolidationReport,
+    Edges,
+    Event,
+    Hit,
+    SmartVector,
+    Source,
+    Status,
+    UpdateReport,
+)
+
+_FORMAT_VERSION = 1
+
+
+@dataclass
+class _Doc:
+    """The current version of one document."""
+
+    version: int
+    text: str
+    rows: list[int]
+    chunks: list[Chunk]
+    updated_at: float
+    depends_on: tuple[str, ...] = ()
+    source_type: str = "unknown"
+    authority: float = 0.2
+
+
+@dataclass
+class Candidates:
+    """Rows retrieved for one query, with everything a ranking function needs."""
+
+    rows: np.ndarray
+    semantic: np.ndarray
+    at: float
+    store: SmartVectorStore = field(repr=False)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def column(self, name: str) -> np.ndarray:
+        return self.store.columns[name][self.rows]
+
+
+class SmartVectorStore:
+    """Self-aware vectors over a real embedding model and an ANN (or exact) index."""
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        index: VectorIndex | str = "exact",
+        config: StoreConfig | None = None,
+    ) -> None:
+        self.embedder = embedder
+        self.index = make_index(index, embedder.dim) if isinstance(index, str) else index
+        self.config = config or StoreConfig()
+        self.engine = ConfidenceEngine(self.config.confidence)
+        self.graph = EdgeGraph()
+        self.columns = Columns()
+        self.ids: list[str] = []
+        self._row_of: dict[str, int] = {}
+        self.texts: list[str] = []
+        self.doc_of: list[str] = []
+        self.source_of: list[tuple[str, str, str]] = []  # (type, name, author)
+        self.meta_of: list[dict] = []
+        self.events: dict[int, list[Event]] = {}
+        self.docs: dict[str, _Doc] = {}
+        self.pending_ripple: list[int] = []
+        self.last_consolidated: float = -np.inf
+
+    # ------------------------------------------------------------------ basics
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def row(self, vector_id: str) -> int:
+        try:
+            return self._row_of[vector_id]
+        except KeyError:
+            raise KeyError(f"unknown vector id {vector_id!r}") from None
+
+    def log(self, row: int, at: float, kind: str, delta: float = 0.0, detail: str = "") -> None:
+        """Record an event on a vector (its lineage)."""
+        self.events.setdefault(row, []).append(Event(at, kind, delta, detail))
+
+    # --------------------------------------------------------------- ingestion
+    def add_document(
+        self,
+        doc_id: str,
+        text: str,
+        at: TimeLike,
+        *,
+        version: int | None = None,
+        source_type: str = "unknown",
+        source_name: str | None = None,
+        authority: float | None = None,
+        author: str = "",
+        valid_from: TimeLike | None = None,
+        valid_to: TimeLike | None = None,
+        depends_on: Iterable[str] = (),
+        meta: dict | None = None,
+    ) -> UpdateReport:
+        """Ingest a document, or a new version of one (a surgical update).
+
+        A new version is diffed chunk by chunk against the current one: untouched chunks
+        keep their vectors, touched ones are deprecated and superseded by freshly embedded
+        replacements that inherit their dependency edges and are queued for a ripple.
+        """
+        t = to_ts(at)
+        doc = self.docs.get(doc_id)
+        if doc is not None and t < doc.updated_at:
+            raise ValueError(
+                f"document {doc_id!r}: update at {t} is earlier than its last version "
+                f"at {doc.updated_at}; ingest versions in time order"
+            )
+        version = version if version is not None else (doc.version + 1 if doc else 1)
+        chunks = chunk_text(text, self.config.max_chunk_chars)
+        if not chunks:
+            raise ValueError(f"document {doc_id!r} version {version}: no text to embed")
+        auth = default_authority(source_type) if authority is None else float(authority)
+        vf = t if valid_from is None else to_ts(valid_from)
+        vt = np.inf if valid_to is None else to_ts(valid_to)
+        if not vt > vf:
+            raise ValueError(f"document {doc_id!r} version {version}: valid_to <= valid_from")
+        report = UpdateReport(doc_id, version, len(chunks), 0)
+
+        if doc is None:
+            old_rows: list[int] = []
+            kept: list[tuple[int, int]] = []
+            runs: list[tuple[list[int], list[int]]] = [([], list(range(len(chunks))))]
+            removed: list[int] = []
+        else:
+            diff = diff_chunks(doc.chunks, chunks)
+            old_rows = doc.rows
+            kept = diff.kept
+            runs = list(diff.replaced) + [([], [j]) for j in diff.added]
+            removed = diff.removed
+
+        new_idx = sorted(j for _, news in runs for j in news)
+        new_rows = self._append_chunks(
+            doc_id, version, [chunks[j] for j in new_idx], t, vf, vt,
+            (source_type, source_name or doc_id, author), auth, meta or {},
+        )
+        row_for = dict(zip(new_idx, new_rows, strict=True))
+        rows = [-1] * len(chunks)
+        for j, r in row_for.items():
+            rows[j] = r
+        cols = self.columns
+        for i, j in kept:
+            r = old_rows[i]
+            rows[j] = r
+            cols["chunk_index"][r], cols["start"][r], cols["end"][r] = (
+                j, chunks[j].start, chunks[j].end)
+            cols["valid_to"][r] = vt
+        touched: set[int] = set()
+        for olds, news in runs:
+            for i in olds:
+                old = old_rows[i]
+                self._deprecate(old, t, f"superseded by version {version}")
+                report.deprecated.append(self.ids[old])
+                for j in news:
+                    new = row_for[j]
+                    self.graph.link_supersedes(new, old, t)
+                    for target in self.graph.neighbours("depends_on", old):
+                        self.graph.link_dependency(new, target, t)
+                    for dep in self.graph.neighbours("depended_by", old):
+                        self.graph.link_dependency(dep, new, t)
+                    self.log(new, t, "supersedes", detail=self.ids[old])
+                    touched.update(self.graph.neighbours("depends_on", new))
+                    touched.update(self.graph.neighbours("depended_by", new))
+                    touched.add(new)
+            if olds:
+                self.pending_ripple.extend(row_for[j] for j in news)
+        for i in removed:
+            self._deprecate(old_rows[i], t, f"removed in version {version}")
+            report.deprecated.append(self.ids[old_rows[i]])
+        self._refresh_edge_counts(touched, t)
+
+        self.docs[doc_id] = _Doc(
+            version, text, rows, chunks, t, tuple(depends_on), source_type, auth)
+        report.added = [self.ids[r] for r in new_rows]
+        report.n_reembedded = len(new_rows)
+        report.kept = len(kept)
+        return report
+
+    def _append_chunks(
+        self,
+        doc_id: str,
+        version: int,
+        chunks: Sequence[Chunk],
+        t: float,
+        vf: float,
+        vt: float,
+        source: tuple[str, str, str],
+        authority: float,
+        meta: dict,
+    ) -> list[int]:
+        if not chunks:
+            return []
+        ids = [f"{doc_id}@v{version}#{c.index}" for c in chunks]
+        for vid in ids:
+            if vid in self._row_of:
+                raise ValueError(f"vector {vid!r} exists already (repeated doc version?)")
+        emb = np.asarray(self.embedder.encode([c.text for c in chunks]), dtype=np.float32)
+        norms = np.linalg.norm(emb, axis=1)
+        for vid, n in zip(ids, norms, strict=True):
+            if not np.isfinite(n) or n == 0:
+                raise ValueError(f"vector {vid!r}: embedding is zero or not finite")
+        rows = self.columns.append(len(chunks))
+        self.index.add(rows, emb)
+        cols = self.columns
+        cols["doc_version"][rows] = version
+        cols["chunk_index"][rows] = [c.index for c in chunks]
+        cols["start"][rows] = [c.start for c in chunks]
+        cols["end"][rows] = [c.end for c in chunks]
+        cols["created_at"][rows] = t
+        cols["valid_from"][rows] = vf
+        cols["valid_to"][rows] = vt
+        cols["authority"][rows] = authority
+        cols["base_confidence"][rows] = authority
+        for vid, r, c in zip(ids, rows, chunks, strict=True):
+            self.ids.append(vid)
+            self._row_of[vid] = int(r)
+            self.texts.append(c.text)
+            self.doc_of.append(doc_id)
+            self.source_of.append(source)
+            self.meta_of.append(meta)
+            self.log(int(r), t, "created", detail=f"{doc_id} v{version} chunk {c.index}")
+        return [int(r) for r in rows]
+
+    def _deprecate(self, row: int, t: float, why: str) -> None:
+        if self.columns["superseded_at"][row] <= t:
+            return
+        self.columns["superseded_at"][row] = t
+        self.log(row, t, "deprecated", detail=why)
+
+    def _refresh_edge_counts(self, rows: Iterable[int], t: float) -> None:
+        cols = self.columns
+        for r in rows:
+            n = self.graph.count(RELATIONAL_KINDS, r)
+            if n != cols["n_rel_edges"][r]:
+                cols["n_rel_edges"][r] = n
+                cols["edges_changed_at"][r] = t
+
+    # ------------------------------------------------------------ live state
+    def status_at(self, rows: np.ndarray, at: TimeLike) -> np.ndarray:
+        """Lifecycle status of ``rows`` at ``at`` (-1 where not yet created)."""
+        t = to_ts(at)
+        c = self.columns
+        rows = np.asarray(rows, dtype=np.int64)
+        st = np.full(len(rows), int(Status.UNCONSOLIDATED), dtype=np.int8)
+        st[c["consolidated_at"][rows] <= t] = Status.ACTIVE
+        st[c["dormant_at"][rows] <= t] = Status.DORMANT
+        st[c["superseded_at"][rows] <= t] = Status.DEPRECATED
+        st[c["archived_at"][rows] <= t] = Status.ARCHIVED
+        st[~(c["created_at"][rows] <= t)] = -1
+        return st
+
+    def _counts_at(self, rows: np.ndarray, t: float) -> tuple[np.ndarray, ...]:
+        """Feedback, access and penalty aggregates as they were at ``t``."""
+        c = self.columns
+        pos = c["positive"][rows].astype(np.float64)
+        neg = c["negative"][rows].astype(np.float64)
+        acc = c["accesses"][rows].astype(np.float64)
+        pen = c["penalty"][rows].copy()
+        for i in np.flatnonzero(c["last_event_at"][rows] > t):
+            p = n = a = 0
+            pe = 0.0
+            for ev in self.events.get(int(rows[i]), ()):
+                if ev.at > t:
+                    continue
+                if ev.kind == "accepted":
+                    p += 1
+                elif ev.kind == "corrected":
+                    n += 1
+                elif ev.kind == "access":
+                    a += 1
+                elif ev.kind in ("ripple", "contradiction"):
+                    pe += -ev.delta
+            pos[i], neg[i], acc[i], pen[i] = p, n, a, pe
+        return pos, neg, acc, pen
+
+    def confidence_at(self, rows: np.ndarray, at: TimeLike) -> np.ndarray:
+        """Live confidence of ``rows`` at ``at`` (the confidence engine's closed form)."""
+        t = to_ts(at)
+        rows = np.asarray(rows, dtype=np.int64)
+        c = self.columns
+        pos, neg, acc, pen = self._counts_at(rows, t)
+        age = (t - c["created_at"][rows]) / DAY
+        return self.engine.compute(c["base_confidence"][rows], age, pos, neg, acc, pen)
+
+    def relational_edges_at(self, rows: np.ndarray, at: TimeLike) -> np.ndarray:
+        """Number of depends_on + depended_by edges of ``rows`` made by ``at``."""
+        t = to_ts(at)
+        rows = np.asarray(rows, dtype=np.int64)
+        n = self.columns["n_rel_edges"][rows].astype(np.int64)
+        for i in np.flatnonzero(self.columns["edges_changed_at"][rows] > t):
+            n[i] = self.graph.count(RELATIONAL_KINDS, int(rows[i]), t)
+        return n
+
+    # ---------------------------------------------------------------- retrieval
+    def candidates(
+        self, query_vector: np.ndarray, at: TimeLike, n: int, lifecycle: bool = True
+    ) -> Candidates:
+        """At least ``n`` visible rows nearest the query (fewer only if fewer exist).
+
+        Over-fetches from the index and filters with numpy masks (created by ``at``, and with
+        ``lifecycle``, not deprecated or archived at ``at``), widening the fetch until enough
+        survive or the whole index has been seen.
+        """
+        t = to_ts(at)
+        total = len(self.index)
+        empty = np.empty(0, dtype=np.int64)
+        if total == 0 or n <= 0:
+            return Candidates(empty, np.empty(0), t, self)
+        q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
+        fetch = min(total, n)
+        c = self.columns
+        while True:
+            labels, sims = self.index.search(q, fetch)
+            labels, sims = labels[0], sims[0]
+            keep = c["created_at"][labels] <= t
+            if lifecycle:
+                keep &= ~(c["superseded_at"][labels] <= t)
+            if keep.sum() >= n or fetch >= total:
+                return Candidates(labels[keep], sims[keep].astype(np.float64), t, self)
+            fetch = min(total, fetch * 4)
+
+    def signals(self, cand: Candidates) -> dict[str, np.ndarray]:
+        """The four signals of every candidate."""
+        c, rows, t = self.columns, cand.rows, cand.at
+        return {
+            "semantic": cand.semantic,
+            "temporal": temporal_signal(
+                t, c["created_at"][rows], c["valid_from"][rows], c["valid_to"][rows],
+                self.config.temporal),
+            "confidence": self.confidence_at(rows, t),
+            "relational": relational_signal(
+                self.relational_edges_at(rows, t), self.config.relational),
+        }
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return np.asarray(self.embedder.encode([text]), dtype=np.float32)[0]
+
+    def query(
+        self,
+        text: str | None,
+        at: TimeLike,
+        k: int = 5,
+        *,
+        vector: np.ndarray | None = None,
+        weights=None,
+        lifecycle: bool = True,
+        record_access: bool | None = None,
+    ) -> list[Hit]:
+        """Top-``k`` vectors by the four-signal score, as the store was at ``at``.
+
+        ``weights`` (a :class:`ScoringWeights`) overrides the configured ones; with
+        ``lifecycle=False`` deprecated and archived vectors compete too. Retrieved vectors
+        have their access recorded at ``at`` unless ``record_access`` is False.
+        """
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        if vector is None:
+            if not text or not text.strip():
+                raise ValueError("empty query text")
+            vector = self.embed_query(text)
+        cand = self.candidates(vector, at, k * self.config.overfetch, lifecycle)
+        if len(cand) == 0:
+            return []
+        sig = self.signals(cand)
+        score = combine(weights or self.config.weights, **sig)
+        order = np.lexsort((cand.rows, -score))[:k]
+        rows = cand.rows[order]
+        status = self.status_at(rows, cand.at)
+        hits = [
+            Hit(self.ids[r], self.doc_of[r], self.texts[r], float(score[o]),
+                float(sig["semantic"][o]), float(sig["temporal"][o]),
+                float(sig["confidence"][o]), float(sig["relational"][o]), Status(s))
+            for r, o, s in zip(rows.tolist(), order.tolist(), status.tolist(), strict=True)
+        ]
+        if self.config.record_access if record_access is None else record_access:
+            self.record_access(rows, cand.at)
+        return hits
+
+    # ------------------------------------------------------ reconsolidation
+    def record_access(self, rows: Iterable[int], at: TimeLike) -> None:
+        """Count a retrieval of each row at ``at`` (access reinforcement)."""
+        t = to_ts(at)
+        c = self.columns
+        for r in rows:
+            r = int(r)
+            c["accesses"][r] += 1
+            c["last_accessed"][r] = t
+            c["last_event_at"][r] = max(c["last_event_at"][r], t)
+            self.log(r, t, "access")
+
+    def feedback(self, vector_id: str, accepted: bool, at: TimeLike) -> float:
+        """Record a user's acceptance or correction; returns the new live confidence."""
+        t = to_ts(at)
+        r = self.row(vector_id)
+        c = self.columns
+        if accepted:
+            c["positive"][r] += 1
+            c["last_validated"][r] = t
+            self.log(r, t, "accepted", self.config.confidence.positive_boost)
+        else:
+            c["negative"][r] += 1
+            self.log(r, t, "corrected", -self.config.confidence.negative_penalty)
+        c["last_event_at"][r] = max(c["last_event_at"][r], t)
+        return float(self.confidence_at(np.array([r]), t)[0])
+
+    def penalise(self, row: int, amount: float, at: float, kind: str, detail: str) -> None:
+        """Lower a vector's confidence by ``amount`` (a ripple or a lost contradiction)."""
+        c = self.columns
+        c["penalty"][row] += amount
+        c["last_event_at"][row] = max(c["last_event_at"][row], at)
+        self.log(row, at, kind, -amount, detail)
+
+    def propagate(self, row: int, at: TimeLike) -> int:
+        """Send a ripple from ``row`` along depended_by; returns how many were penalised."""
+        t = to_ts(at)
+        hits = ripple(self.graph, row, self.config.ripple, t)
+        for dep, depth, pen in hits:
+            self.penalise(dep, pen, t, "ripple",
+                          f"from {self.ids[row]} at depth {depth}")
+        return len(hits)
+
+    def consolidate(self, at: TimeLike) -> ConsolidationReport:
+        """Run one consolidation ("sleep") pass at ``at``; see :mod:`.consolidation`."""
+        from .consolidation import consolidate
+
+        return consolidate(self, to_ts(at))
+
+    # ------------------------------------------------------------ inspection
+    def get(self, vector_id: str, at: TimeLike | None = None) -> SmartVector:
+        """A snapshot of one vector, as at ``at`` (default: its latest recorded time)."""
+        r = self.row(vector_id)
+        c = self.columns
+        evs = self.events.get(r, [])
+        t = to_ts(at) if at is not None else max((e.at for e in evs), default=0.0)
+        rows = np.array([r])
+        pos, neg, acc, _ = self._counts_at(rows, t)
+
+        def ids(kind: str) -> tuple[str, ...]:
+            return tuple(self.ids[o] for o in self.graph.neighbours(kind, r, t))
+
+        st, name, author = self.source_of[r]
+        la, lv = c["last_accessed"][r], c["last_validated"][r]
+        return SmartVector(
+            vector_id=vector_id, doc_id=self.doc_of[r], doc_version=int(c["doc_version"][r]),
+            chunk_index=int(c["chunk_index"][r]), start=int(c["start"][r]),
+            end=int(c["end"][r]), content=self.texts[r], content_hash=text_hash(self.texts[r]),
+            embedding=self.index.get_vectors(rows)[0],
+            source=Source(st, name, author, float(c["authority"][r])),
+            created_at=float(c["created_at"][r]), updated_at=float(c["created_at"][r]),
+            valid_from=float(c["valid_from"][r]),
+            valid_to=float(min(c["valid_to"][r], c["superseded_at"][r])),
+            base_confidence=float(c["base_confidence"][r]),
+            confidence=float(self.confidence_at(rows, t)[0]),
+            access_count=int(acc[0]), positive_feedback=int(pos[0]),
+            negative_feedback=int(neg[0]),
+            last_accessed=None if np.isnan(la) or la > t else float(la),
+            last_validated=None if np.isnan(lv) or lv > t else float(lv),
+            half_life_days=self.config.confidence.half_life_days,
+            edges=Edges(ids("depends_on"), ids("depended_by"), ids("supersedes"),
+                        ids("superseded_by"), ids("contradicts")),
+            status=Status(int(self.status_at(rows, t)[0])) if c["created_at"][r] <= t
+            else Status.UNCONSOLIDATED,
+            meta=dict(self.meta_of[r]),
+        )
+
+    def history(self, vector_id: str) -> list[Event]:
+        """Every event recorded on a vector, oldest first: why its confidence changed."""
+        return list(self.events.get(self.row(vector_id), []))
+
+    def lineage(self, vector_id: str) -> list[str]:
+        """Ids of the vectors this one replaced, transitively, nearest first."""
+        out: list[str] = []
+        seen = {self.row(vector_id)}
+        frontier = [self.row(vector_id)]
+        while frontier:
+            nxt = []
+            for r in frontier:
+                for o in self.graph.neighbours("supersedes", r):
+                    if o not in seen:
+                        seen.add(o)
+                        out.append(self.ids[o])
+                        nxt.append(o)
+            frontier = nxt
+        return out
+
+    def document_text(self, doc_id: str) -> str:
+        return self.docs[doc_id].text
+
+    # ------------------------------------------------------------ persistence
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the whole store to one file, atomically (temporary file, then rename)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        state = {
+            "format": _FORMAT_VERSION,
+            "index_kind": "hnsw" if isinstance(self.index, HnswIndex) else "exact",
+            "embedder": self.embedder.name,
+            "config": dataclasses.asdict(self.config),
+            "ids": self.ids, "texts": self.texts, "doc_of": self.doc_of,
+            "source_of": self.source_of, "meta_of": self.meta_of,
+            "events": {str(r): [dataclasses.astuple(e) for e in evs]
+                       for r, evs in self.events.items()},
+            "docs": {d: {"version": s.version, "text": s.text, "rows": s.rows,
+                         "updated_at": s.updated_at, "depends_on": list(s.depends_on),
+                         "source_type": s.source_type, "authority": s.authority}
+                     for d, s in self.docs.items()},
+            "pending_ripple": self.pending_ripple,
+            "last_consolidated": self.last_consolidated,
+            "graph": self.graph.to_dict(),
+        }
+        arrays = {f"col_{k}": v for k, v in self.columns.to_arrays().items()}
+        with tempfile.TemporaryDirectory() as tmp:
+            idx_dir = Path(tmp) / "index"
+            idx_dir.mkdir()
+            self.index.save(idx_dir / "index.bin")
+            for f in sorted(idx_dir.iterdir()):
+                arrays[f"file_{f.name}"] = np.frombuffer(f.read_bytes(), dtype=np.uint8)
+        arrays["state"] = np.frombuffer(json.dumps(state).encode("utf-8"), dtype=np.uint8)
+        fd, tmp_path = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                np.savez(fh, **arrays)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp_path, path)
+        except BaseException:
+            Path(tmp_path).unlink(missing_ok=True)
+            raise
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, embedder: Embedder) -> SmartVectorStore:
+        """Read a store written by :meth:`save`; the embedder must be the one it was built with."""
+        from .config import (
+            ConfidenceParams,
+            ConsolidationParams,
+            RelationalParams,
+            RippleParams,
+            ScoringWeights,
+            TemporalParams,
+        )
+
+        with np.load(Path(path), allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        state = json.loads(arrays.pop("state").tobytes().decode("utf-8"))
+        if state.get("format") != _FORMAT_VERSION:
+            raise ValueError(f"{path}: unsupported store format {state.get('format')!r}")
+        if state["embedder"] != embedder.name:
+            raise ValueError(f"{path}: built with embedder {state['embedder']!r}, "
+                             f"not {embedder.name!r}")
+        cfg = state["config"]
+        config = StoreConfig(
+            confidence=ConfidenceParams(**cfg.pop("confidence")),
+            weights=ScoringWeights(**cfg.pop("weights")),
+            temporal=TemporalParams(**cfg.pop("temporal")),
+            relational=RelationalParams(**cfg.pop("relational")),
+            ripple=RippleParams(**cfg.pop("ripple")),
+            consolidation=ConsolidationParams(**cfg.pop("consolidation")),
+            **cfg,
+        )
+        with tempfile.TemporaryDirectory() as tmp:
+            for k in [k for k in arrays if k.startswith("file_")]:
+                (Path(tmp) / k[5:]).write_bytes(arrays.pop(k).tobytes())
+            index_cls = HnswIndex if state["index_kind"] == "hnsw" else ExactIndex
+            index = index_cls.load(Path(tmp) / "index.bin")
+        store = cls(embedder, index, config)
+        store.columns = Columns.from_arrays({k[4:]: v for k, v in arrays.items()})
+        store.ids = state["ids"]
+        store._row_of = {v: i for i, v in enumerate(store.ids)}
+        store.texts, store.doc_of = state["texts"], state["doc_of"]
+        store.source_of = [tuple(s) for s in state["source_of"]]
+        store.meta_of = state["meta_of"]
+        store.events = {int(r): [Event(*e) for e in evs] for r, evs in state["events"].items()}
+        for d, s in state["docs"].items():
+            chunks = chunk_text(s["text"], config.max_chunk_chars)
+            store.docs[d] = _Doc(s["version"], s["text"], s["rows"], chunks, s["updated_at"],
+                                 tuple(s["depends_on"]), s["source_type"], s["authority"])
+        store.pending_ripple = state["pending_ripple"]
+        store.last_consolidated = state["last_consolidated"]
+        store.graph = EdgeGraph.from_dict(state["graph"])
+        return store

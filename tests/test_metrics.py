@@ -1,0 +1,268 @@
+"""Tests for experiments.metrics: hand-computed values, edge cases, library agreement."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import binomtest
+from sklearn.metrics import brier_score_loss
+
+from experiments.metrics import (
+    brier,
+    ece,
+    mcnemar,
+    percentiles,
+    plot_reliability,
+    rate_ci,
+    recall_at_k,
+    reliability_table,
+)
+
+CONF = [0.1, 0.4, 0.45, 0.8, 0.95, 1.0]
+CORRECT = [0, 0, 1, 1, 0, 1]
+
+
+# ---------------------------------------------------------------- ECE, hand-computed
+
+
+@pytest.mark.parametrize(
+    ("n_bins", "strategy", "expected"),
+    [
+        # uniform, 2 bins [0, .5) [.5, 1]:
+        #   {.1 .4 .45}: conf .95/3 = .31667, acc 1/3 -> gap 1/60;  weight 3/6
+        #   {.8 .95 1}:  conf 2.75/3 = .91667, acc 2/3 -> gap 1/4; weight 3/6
+        #   ECE = (1/60 + 1/4) / 2 = 2/15 = 0.13333
+        (2, "uniform", 2 / 15),
+        # uniform, 3 bins [0, 1/3) [1/3, 2/3) [2/3, 1]:
+        #   {.1}: gap |0 - .1| = .1, w 1/6;  {.4 .45}: gap |.5 - .425| = .075, w 2/6
+        #   {.8 .95 1}: gap 1/4, w 3/6
+        #   ECE = (.1 + .15 + .75) / 6 = 1/6
+        (3, "uniform", 1 / 6),
+        # quantile, 2 groups of 3: same groups as uniform with 2 bins -> 2/15
+        (2, "quantile", 2 / 15),
+        # quantile, 3 groups of 2: {.1 .4}: |0 - .25| = .25; {.45 .8}: |1 - .625| = .375;
+        #   {.95 1}: |.5 - .975| = .475;  ECE = (.25 + .375 + .475) / 3 = 11/30
+        (3, "quantile", 11 / 30),
+    ],
+)
+def test_ece_hand_computed(n_bins: int, strategy: str, expected: float) -> None:
+    assert ece(CONF, CORRECT, n_bins, strategy) == pytest.approx(expected)
+
+
+def test_reliability_table_uniform_keeps_empty_bins() -> None:
+    t = reliability_table(CONF, CORRECT, n_bins=10)
+    assert list(t.columns) == ["bin_lo", "bin_hi", "count", "mean_confidence", "accuracy"]
+    assert len(t) == 10
+    assert t["count"].tolist() == [0, 1, 0, 0, 2, 0, 0, 0, 1, 2]
+    assert t["bin_lo"].tolist() == pytest.approx([i / 10 for i in range(10)])
+    assert t["bin_hi"].tolist() == pytest.approx([i / 10 for i in range(1, 11)])
+    empty = t[t["count"] == 0]
+    assert empty["mean_confidence"].isna().all() and empty["accuracy"].isna().all()
+    assert t.loc[4, "mean_confidence"] == pytest.approx(0.425)
+    assert t.loc[9, "accuracy"] == pytest.approx(0.5)
+    # 10 bins: {.1}: .1, {.4 .45}: .075, {.8}: .2, {.95 1}: .475 -> (.1 + .15 + .2 + .95) / 6
+    assert ece(CONF, CORRECT, 10) == pytest.approx(1.4 / 6)
+
+
+def test_reliability_table_quantile_groups() -> None:
+    t = reliability_table(CONF, CORRECT, n_bins=3, strategy="quantile")
+    assert t["count"].tolist() == [2, 2, 2]
+    assert t["bin_lo"].tolist() == pytest.approx([0.1, 0.45, 0.95])
+    assert t["bin_hi"].tolist() == pytest.approx([0.4, 0.8, 1.0])
+    assert t["accuracy"].tolist() == pytest.approx([0.0, 1.0, 0.5])
+    # np.array_split: 7 items in 3 groups -> sizes 3, 2, 2; fewer items than bins -> no empties
+    assert reliability_table(np.linspace(0, 1, 7), [1] * 7, 3, "quantile")["count"].tolist() == [
+        3,
+        2,
+        2,
+    ]
+    assert len(reliability_table([0.2, 0.7], [1, 0], 5, "quantile")) == 2
+
+
+def test_quantile_ties_split_by_stable_order() -> None:
+    # four tied confidences, 2 groups: first two (in input order) vs last two
+    t = reliability_table([0.5] * 4, [1, 1, 0, 0], n_bins=2, strategy="quantile")
+    assert t["accuracy"].tolist() == [1.0, 0.0]
+    assert ece([0.5] * 4, [1, 1, 0, 0], 2, "quantile") == pytest.approx(0.5)
+
+
+def test_uniform_edge_bins() -> None:
+    t = reliability_table([0.0, 1.0], [0, 1], n_bins=10)
+    assert t.loc[0, "count"] == 1 and t.loc[9, "count"] == 1
+    assert t["count"].sum() == 2
+    assert ece([0.0, 1.0], [0, 1], 10) == 0.0
+    # bins are closed on the left: a value on an inner edge goes to the upper bin
+    assert reliability_table([0.5], [1], n_bins=2)["count"].tolist() == [0, 1]
+    assert reliability_table([0.3], [1], n_bins=10)["count"].tolist()[3] == 1
+
+
+@pytest.mark.parametrize("strategy", ["uniform", "quantile"])
+@pytest.mark.parametrize("bad", [-0.01, 1.01, float("nan")])
+def test_out_of_range_confidence_raises(strategy: str, bad: float) -> None:
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        ece([0.5, bad], [1, 0], strategy=strategy)
+
+
+def test_invalid_inputs_raise() -> None:
+    with pytest.raises(ValueError, match="length"):
+        ece([0.5, 0.6], [1])
+    with pytest.raises(ValueError, match="0/1"):
+        ece([0.5], [2])
+    with pytest.raises(ValueError, match="strategy"):
+        ece([0.5], [1], strategy="equal")
+    with pytest.raises(ValueError, match="n_bins"):
+        ece([0.5], [1], n_bins=0)
+
+
+def test_ece_empty_is_nan() -> None:
+    assert math.isnan(ece([], []))
+    assert math.isnan(ece([], [], strategy="quantile"))
+
+
+@pytest.mark.parametrize("strategy", ["uniform", "quantile"])
+def test_ece_synthetic_calibrated_and_miscalibrated(strategy: str) -> None:
+    rng = np.random.default_rng(1)
+    conf = rng.random(50_000)
+    calibrated = rng.random(conf.size) < conf
+    assert ece(conf, calibrated, 10, strategy) < 0.02
+    # overconfident: confidence in [.5, 1] (mean .75) but a coin-flip accuracy -> ECE ~ .25
+    over = 0.5 + 0.5 * conf
+    coin = rng.random(conf.size) < 0.5
+    assert ece(over, coin, 10, strategy) == pytest.approx(0.25, abs=0.02)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.floats(0.0, 1.0), st.booleans()),
+        min_size=1,
+        max_size=40,
+    ),
+    st.integers(1, 12),
+    st.sampled_from(["uniform", "quantile"]),
+)
+def test_ece_properties(pairs: list[tuple[float, bool]], n_bins: int, strategy: str) -> None:
+    conf, correct = map(np.array, zip(*pairs, strict=True))
+    e = ece(conf, correct, n_bins, strategy)
+    assert 0.0 <= e <= 1.0 + 1e-12
+    t = reliability_table(conf, correct, n_bins, strategy)
+    assert t["count"].sum() == len(conf)
+    # one bin: ECE is the gap between mean confidence and accuracy
+    assert ece(conf, correct, 1, strategy) == pytest.approx(abs(conf.mean() - correct.mean()))
+
+
+# ---------------------------------------------------------------- Brier
+
+
+def test_brier_hand_value_and_sklearn() -> None:
+    # (.01 + .16 + .3025 + .04 + .9025 + 0) / 6
+    assert brier(CONF, CORRECT) == pytest.approx(1.415 / 6)
+    rng = np.random.default_rng(2)
+    conf = rng.random(500)
+    y = rng.random(500) < 0.4
+    assert brier(conf, y) == pytest.approx(brier_score_loss(y, conf))
+    assert math.isnan(brier([], []))
+
+
+# ---------------------------------------------------------------- McNemar
+
+
+def _paired(b: int, c: int, both: int = 5, neither: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    a = [True] * b + [False] * c + [True] * both + [False] * neither
+    other = [False] * b + [True] * c + [True] * both + [False] * neither
+    return np.array(a), np.array(other)
+
+
+def test_mcnemar_known_value() -> None:
+    res = mcnemar(*_paired(10, 2))
+    assert (res["b"], res["c"]) == (10, 2)
+    # P(X >= 10 | n=12, p=.5) = (66 + 12 + 1) / 4096; two-sided doubles it: 79/2048
+    assert res["p_value"] == pytest.approx(79 / 2048)
+    assert res["p_value"] == pytest.approx(binomtest(10, 12, 0.5).pvalue)
+    assert res["p_value"] == pytest.approx(0.0386, abs=1e-4)
+    swapped = mcnemar(*_paired(10, 2)[::-1])
+    assert (swapped["b"], swapped["c"]) == (2, 10)
+    assert swapped["p_value"] == pytest.approx(res["p_value"])
+
+
+def test_mcnemar_no_discordant_pairs_and_errors() -> None:
+    assert mcnemar(*_paired(0, 0)) == {"b": 0, "c": 0, "p_value": 1.0}
+    assert mcnemar([1, 0, 1], [True, False, True])["p_value"] == 1.0
+    with pytest.raises(ValueError, match="length"):
+        mcnemar([True, False], [True])
+
+
+# ---------------------------------------------------------------- bootstrap CI
+
+
+def test_rate_ci_contains_mean_and_is_deterministic() -> None:
+    flags = np.random.default_rng(3).random(300) < 0.3
+    mean, lo, hi = rate_ci(flags, seed=7)
+    assert mean == pytest.approx(flags.mean())
+    assert lo < mean < hi
+    assert rate_ci(flags, seed=7) == (mean, lo, hi)
+    assert rate_ci(flags, seed=8) != (mean, lo, hi)
+    # percentile interval close to the normal approximation 1.96 * sqrt(p(1-p)/n)
+    half = 1.96 * math.sqrt(mean * (1 - mean) / flags.size)
+    assert (hi - lo) / 2 == pytest.approx(half, rel=0.15)
+
+
+def test_rate_ci_narrows_with_n() -> None:
+    rng = np.random.default_rng(4)
+    widths = []
+    for n in (50, 500, 5000):  # n=5000 resamples in several vectorised batches
+        _, lo, hi = rate_ci(rng.random(n) < 0.5, seed=0)
+        widths.append(hi - lo)
+    assert widths[0] > widths[1] > widths[2] > 0
+
+
+def test_rate_ci_edge_cases() -> None:
+    assert all(math.isnan(v) for v in rate_ci([]))
+    assert rate_ci([True] * 20) == (1.0, 1.0, 1.0)
+    assert rate_ci([False]) == (0.0, 0.0, 0.0)
+    with pytest.raises(ValueError):
+        rate_ci([True, False], alpha=1.5)
+
+
+# ---------------------------------------------------------------- recall@k, percentiles
+
+
+def test_recall_at_k() -> None:
+    ranked = [[False, True, False], [False, False, True], [True], []]
+    assert recall_at_k(ranked, 1) == pytest.approx(1 / 4)
+    assert recall_at_k(ranked, 2) == pytest.approx(2 / 4)
+    assert recall_at_k(ranked, 3) == pytest.approx(3 / 4)
+    assert recall_at_k(ranked, 10) == pytest.approx(3 / 4)
+    assert recall_at_k([np.array([0, 1])], 2) == 1.0
+    assert math.isnan(recall_at_k([], 5))
+    with pytest.raises(ValueError):
+        recall_at_k(ranked, 0)
+
+
+def test_percentiles() -> None:
+    values = np.arange(1, 101)
+    assert percentiles(values) == {"p50": pytest.approx(50.5), "p95": pytest.approx(95.05)}
+    assert set(percentiles(values, (99, 99.9))) == {"p99", "p99.9"}
+    out = percentiles([], (50, 95))
+    assert set(out) == {"p50", "p95"} and all(math.isnan(v) for v in out.values())
+
+
+# ---------------------------------------------------------------- plot
+
+
+def test_plot_reliability_writes_png(tmp_path) -> None:
+    rng = np.random.default_rng(5)
+    conf = rng.random(400)
+    curves = {
+        "calibrated": (conf, rng.random(400) < conf),
+        "overconfident": (0.5 + 0.5 * conf, rng.random(400) < 0.5),
+        "empty": ([], []),
+    }
+    out = plot_reliability(curves, tmp_path / "sub" / "reliability.png", n_bins=10, title="t")
+    assert out == tmp_path / "sub" / "reliability.png"
+    data = out.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 1000
