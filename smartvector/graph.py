@@ -45,6 +45,11 @@ class EdgeGraph:
         """Rows linked from ``row`` by ``kind`` edges made at or before ``at``."""
         return [o for o, t in self._adj[kind].get(row, ()) if at is None or t <= at]
 
+    def last_time(self, row: int) -> float:
+        """Time of the latest edge of any kind from ``row`` (``-inf`` if it has none)."""
+        return max((t for adj in self._adj.values() for _, t in adj.get(row, ())),
+                   default=float("-inf"))
+
     def count(self, kinds: Iterable[str], row: int, at: float | None = None) -> int:
         return sum(len(self.neighbours(k, row, at)) for k in kinds)
 

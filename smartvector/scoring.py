@@ -38,11 +38,17 @@ def combine(
     confidence: ArrayLike,
     relational: ArrayLike,
 ) -> np.ndarray:
-    """Weighted sum of the four signals with the weights normalised to sum to 1."""
-    ws, wt, wc, wr = weights.normalised()
+    """Weighted sum of the four signals with the weights normalised to sum to 1.
+
+    The weights are scaled by the largest (so no sum overflows) and the weighted sum is
+    divided once by the sum of the same weights: rounding is monotone, so signals in
+    ``[0, 1]`` give a score in ``[0, 1]`` (dividing each weight first can overshoot 1).
+    """
+    w = np.asarray(weights.as_tuple(), dtype=np.float64)
+    ws, wt, wc, wr = (w / w.max()).tolist()
     return (
         ws * np.asarray(semantic, dtype=np.float64)
         + wt * np.asarray(temporal, dtype=np.float64)
         + wc * np.asarray(confidence, dtype=np.float64)
         + wr * np.asarray(relational, dtype=np.float64)
-    )
+    ) / (ws + wt + wc + wr)

@@ -233,6 +233,9 @@ class SmartVectorStore:
             if vid in self._row_of:
                 raise ValueError(f"vector {vid!r} exists already (repeated doc version?)")
         emb = np.asarray(self.embedder.encode([c.text for c in chunks]), dtype=np.float32)
+        if emb.shape != (len(chunks), self.index.dim):  # check before changing anything
+            raise ValueError(f"{self.embedder.name} returned shape {emb.shape} for "
+                             f"{len(chunks)} texts, expected ({len(chunks)}, {self.index.dim})")
         norms = np.linalg.norm(emb, axis=1)
         for vid, n in zip(ids, norms, strict=True):
             if not np.isfinite(n) or n == 0:
@@ -465,11 +468,13 @@ class SmartVectorStore:
 
     # ------------------------------------------------------------ inspection
     def get(self, vector_id: str, at: TimeLike | None = None) -> SmartVector:
-        """A snapshot of one vector, as at ``at`` (default: its latest recorded time)."""
+        """A snapshot of one vector, as at ``at`` (default: its latest recorded time, i.e. its
+        latest event or edge: edges made by other vectors' updates log no event on it)."""
         r = self.row(vector_id)
         c = self.columns
         evs = self.events.get(r, [])
-        t = to_ts(at) if at is not None else max((e.at for e in evs), default=0.0)
+        t = to_ts(at) if at is not None else max(
+            max((e.at for e in evs), default=0.0), self.graph.last_time(r))
         rows = np.array([r])
         pos, neg, acc, _ = self._counts_at(rows, t)
 
