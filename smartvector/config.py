@@ -67,10 +67,13 @@ class ScoringWeights:
         return (self.semantic, self.temporal, self.confidence, self.relational)
 
     def normalised(self) -> tuple[float, float, float, float]:
-        """Weights divided by their sum (a convex combination)."""
-        t = self.total
-        s, te, c, r = self.as_tuple()
-        return (s / t, te / t, c / t, r / t)
+        """Weights divided by their sum (a convex combination); scaled by the largest
+        first so that huge weights do not overflow."""
+        top = max(self.as_tuple())
+        scaled = [w / top for w in self.as_tuple()]
+        t = sum(scaled)
+        s, te, c, r = (w / t for w in scaled)
+        return (s, te, c, r)
 
 
 @dataclass(frozen=True)

@@ -102,11 +102,14 @@ def consolidate(store: SmartVectorStore, t: float) -> ConsolidationReport:
 
     # 2. contradictions among index neighbours of the new vectors
     if len(new_live):
-        k = min(params.neighbours + 1, len(store.index))
+        # over-fetch so that deprecated or future neighbours do not crowd out live ones
+        k = min(2 * params.neighbours + 1, len(store.index))
         labels, sims = store.index.search(store.index.get_vectors(new_live), k)
         for a, labs, ss in zip(new_live.tolist(), labels, sims, strict=True):
-            for b, s in zip(labs.tolist(), ss.tolist(), strict=True):
-                if (b == a or s < params.contradiction_similarity or not live[b]
+            ok = live[labs] & (labs != a)
+            for b, s in list(zip(labs[ok].tolist(), ss[ok].tolist(), strict=True))[
+                    : params.neighbours]:
+                if (s < params.contradiction_similarity
                         or store.doc_of[a] == store.doc_of[b]
                         or b in store.graph.neighbours("contradicts", a)
                         or not differ_in_claims(store.texts[a], store.texts[b])):
