@@ -122,7 +122,7 @@ class SmartVectorStore:
         at: TimeLike,
         *,
         version: int | None = None,
-        source_type: str = "unknown",
+        source_type: str | None = None,
         source_name: str | None = None,
         authority: float | None = None,
         author: str = "",
@@ -133,6 +133,7 @@ class SmartVectorStore:
     ) -> UpdateReport:
         """Ingest a document, or a new version of one (a surgical update).
 
+        Without ``source_type`` (and ``authority``), a new version keeps the document's.
         A new version is diffed chunk by chunk against the current one: untouched chunks
         keep their vectors, touched ones are deprecated and superseded by freshly embedded
         replacements that inherit their dependency edges and are queued for a ripple.
@@ -148,6 +149,10 @@ class SmartVectorStore:
         chunks = chunk_text(text, self.config.max_chunk_chars)
         if not chunks:
             raise ValueError(f"document {doc_id!r} version {version}: no text to embed")
+        if source_type is None:  # an update keeps its document's source unless told
+            source_type = doc.source_type if doc is not None else "unknown"
+            if authority is None and doc is not None:
+                authority = doc.authority
         auth = default_authority(source_type) if authority is None else float(authority)
         vf = t if valid_from is None else to_ts(valid_from)
         vt = np.inf if valid_to is None else to_ts(valid_to)

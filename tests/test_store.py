@@ -645,3 +645,15 @@ def test_load_with_another_embedder_raises(make_store, tmp_path):
     path = store.save(tmp_path / "s.npz")
     with pytest.raises(ValueError, match="embedder 'hashing-256-s0'"):
         SmartVectorStore.load(path, HashingEmbedder(dim=256, seed=1))
+
+
+def test_update_without_source_keeps_the_documents_source(make_store) -> None:
+    store = make_store()
+    text = "Title\n\nScope: everyone.\n\nThe limit is {} items."
+    store.add_document("d", text.format(5), at=0.0, source_type="policy_doc")
+    rep = store.add_document("d", text.format(7), at=100.0)
+    new = store.get(rep.added[0])
+    assert new.source.type == "policy_doc"
+    assert new.source.authority == pytest.approx(0.90)
+    rep = store.add_document("d", text.format(9), at=200.0, source_type="slack")
+    assert store.get(rep.added[0]).source.authority == pytest.approx(0.30)
