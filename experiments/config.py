@@ -66,6 +66,8 @@ class ProtocolConfig:
     consolidate_daily: bool = True
     consolidate_before_queries: bool = True
     record_access: bool = True
+    mode: str = "replay"  # or "time_travel": ingest everything, then ask each query "as of"
+    feedback_rate: float = 0.0  # share of queries whose top-1 the simulated user judges
 
 
 @dataclass

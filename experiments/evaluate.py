@@ -29,6 +29,9 @@ def method_metrics(pred: pd.DataFrame, seed: int = 0, n_boot: int = 2000) -> dic
     out["ece"] = ece(prob, correct, 10, "uniform")
     out["ece_equal_mass"] = ece(prob, correct, 10, "quantile")
     out["brier"] = brier(prob, correct)
+    # accuracy over the chronological quarters of the queries (feedback accumulating)
+    for i, part in enumerate(np.array_split(correct, 4), start=1):
+        out[f"top1_accuracy_quarter{i}"] = float(part.mean()) if len(part) else float("nan")
     for kind, sub in pred.groupby("kind", sort=True):
         out[f"top1_accuracy_{kind}"] = float((sub["grade"] == "correct").mean())
     return out

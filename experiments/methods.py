@@ -35,11 +35,14 @@ class Ranked:
 
 @dataclass(frozen=True)
 class Method:
-    """A named retrieval method; ``rank`` runs on the method's own replayed store."""
+    """A named retrieval method; ``rank(store, query_vector, query, k, at)`` runs on the
+    method's own replayed store. A time-blind method (``time_aware=False``) has no notion of
+    the time a question is about: in the time-travel protocol it sees the final store."""
 
     name: str
     description: str
-    rank: Callable[[SmartVectorStore, np.ndarray, Query, int], Ranked]
+    rank: Callable[[SmartVectorStore, np.ndarray, Query, int, float], Ranked]
+    time_aware: bool = True
 
 
 def _top(store, cand, score, k, prob_scale=1.0) -> Ranked:
@@ -52,30 +55,30 @@ def _top(store, cand, score, k, prob_scale=1.0) -> Ranked:
 
 
 def _cosine(lifecycle: bool):
-    def rank(store, qvec, query, k):
-        cand = store.candidates(qvec, query.ts, k * store.config.overfetch, lifecycle)
+    def rank(store, qvec, query, k, at):
+        cand = store.candidates(qvec, at, k * store.config.overfetch, lifecycle)
         return _top(store, cand, cand.semantic, k)
     return rank
 
 
 def _four_signal(weights: ScoringWeights):
-    def rank(store, qvec, query, k):
-        cand = store.candidates(qvec, query.ts, k * store.config.overfetch, True)
+    def rank(store, qvec, query, k, at):
+        cand = store.candidates(qvec, at, k * store.config.overfetch, True)
         if len(cand) == 0:
             return _top(store, cand, cand.semantic, k)
         sig = store.signals(cand)
         score = combine(weights, **sig)
         ranked = _top(store, cand, score, k)
         if store.config.record_access:
-            store.record_access(ranked.rows, query.ts)
+            store.record_access(ranked.rows, at)
         return ranked
     return rank
 
 
-def _lifecycle_only(store, qvec, query, k):
+def _lifecycle_only(store, qvec, query, k, at):
     """Status filtering and cosine rank; dormant vectors come after the others."""
-    cand = store.candidates(qvec, query.ts, k * store.config.overfetch, True)
-    dormant = store.status_at(cand.rows, query.ts) == Status.DORMANT
+    cand = store.candidates(qvec, at, k * store.config.overfetch, True)
+    dormant = store.status_at(cand.rows, at) == Status.DORMANT
     ranked = _top(store, cand, cand.semantic - 10.0 * dormant, k)
     if len(ranked.rows):
         sem = ranked.signals["semantic"]
@@ -83,10 +86,10 @@ def _lifecycle_only(store, qvec, query, k):
     return ranked
 
 
-def _time_weighted(store, qvec, query, k, decay_rate: float = 0.01):
+def _time_weighted(store, qvec, query, k, at, decay_rate: float = 0.01):
     """LangChain's TimeWeightedVectorStoreRetriever: cosine + (1 - decay)^hours since the
     last access (creation time until first retrieved); retrieval refreshes last access."""
-    t = query.ts
+    t = at
     cand = store.candidates(qvec, t, k * store.config.overfetch, False)
     last = cand.column("last_accessed")
     last = np.where(np.isnan(last) | (last > t), cand.column("created_at"), last)
@@ -97,10 +100,10 @@ def _time_weighted(store, qvec, query, k, decay_rate: float = 0.01):
     return ranked
 
 
-def _oracle(store, qvec, query, k):
+def _oracle(store, qvec, query, k, at):
     """Upper bound: cosine over vectors known to be current (not deprecated, not injected,
     not stating a value that is stale for this query)."""
-    cand = store.candidates(qvec, query.ts, len(store), True)
+    cand = store.candidates(qvec, at, len(store), True)
     ok = np.array([
         not store.meta_of[r].get("injected", False)
         and not any(contains_answer(store.texts[r], s) for s in query.stale_answers)
@@ -137,13 +140,13 @@ def build_methods(weights: ScoringWeights | None = None) -> dict[str, Method]:
     ]
     out = {
         "plain_cosine": Method("plain_cosine", "cosine top-1 over every vector ever ingested",
-                               _cosine(lifecycle=False)),
+                               _cosine(lifecycle=False), time_aware=False),
         "latest_only": Method("latest_only", "cosine over the latest version of each document",
-                              _cosine(lifecycle=True)),
+                              _cosine(lifecycle=True), time_aware=False),
         "lifecycle_only": Method("lifecycle_only", "status filtering, cosine rank",
                                  _lifecycle_only),
         "time_weighted": Method("time_weighted", "LangChain time-weighted retriever (0.01/h)",
-                                _time_weighted),
+                                _time_weighted, time_aware=False),
         "oracle": Method("oracle", "cosine over vectors known to be current", _oracle),
     }
     for name, desc, weights_ in sv:

@@ -9,6 +9,8 @@ Ingestions at the same instant as a query come first.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -64,6 +66,15 @@ def ingest(store: SmartVectorStore, d: DocVersion) -> int:
     return rep.n_reembedded
 
 
+def feedback_chosen(seed: int, query_id: str, rate: float) -> bool:
+    """Whether the simulated user gives feedback on this query: the same queries for every
+    method (a hash of seed and query id), so methods stay paired."""
+    if rate <= 0:
+        return False
+    h = hashlib.sha256(f"{seed}:{query_id}".encode()).digest()
+    return int.from_bytes(h[:8], "big") / 2**64 < rate
+
+
 def replay(
     dataset: Dataset,
     method: Method,
@@ -74,12 +85,31 @@ def replay(
     index: str = "exact",
     k: int = 5,
     schedule: Schedule = Schedule(),
+    mode: str = "replay",
+    feedback_rate: float = 0.0,
+    seed: int = 0,
 ) -> ReplayResult:
-    """Run one method over the dataset; one prediction row per query."""
+    """Run one method over the dataset; one prediction row per query.
+
+    ``mode="replay"`` answers each query when it is asked. ``mode="time_travel"`` ingests the
+    whole corpus first (consolidating at the same points) and then asks every query "as of"
+    its ``asked_at``: time-aware methods query the store at that time, time-blind ones see
+    the final store; accesses are not recorded. ``feedback_rate`` (replay only) is the share
+    of queries whose top-1 answer the simulated user accepts (if correct) or corrects.
+    """
+    if mode not in ("replay", "time_travel"):
+        raise ValueError(f"protocol.mode must be 'replay' or 'time_travel', got {mode!r}")
+    if mode == "time_travel":
+        if feedback_rate > 0:
+            raise ValueError("feedback simulation needs protocol.mode=replay")
+        store_config = dataclasses.replace(store_config or StoreConfig(), record_access=False)
     store = SmartVectorStore(embedder, index, store_config)
     result = ReplayResult(method.name)
     dirty_day: int | None = None
+    pending: list[Query] = []
+    end = -np.inf
     for t, kind, obj in timeline(dataset):
+        end = max(end, t)
         day = int(t // DAY)
         if dirty_day is not None and schedule.daily and day != dirty_day:
             store.consolidate(t)
@@ -95,12 +125,27 @@ def replay(
             store.consolidate(t)
             result.consolidations += 1
             dirty_day = None
-        t0 = time.perf_counter()
-        ranked = method.rank(store, query_vectors[obj.id], obj, k)
-        result.latencies_ms.append((time.perf_counter() - t0) * 1000.0)
-        result.predictions.append(_prediction(store, method.name, obj, ranked))
+        if mode == "time_travel":
+            pending.append(obj)
+            continue
+        _answer(store, method, obj, query_vectors[obj.id], k, obj.ts, result)
+        if feedback_chosen(seed, obj.id, feedback_rate) and result.predictions[-1]["vector_id"]:
+            pred = result.predictions[-1]
+            store.feedback(pred["vector_id"], pred["grade"] == Grade.CORRECT.value, obj.ts)
+            pred["feedback"] = "accepted" if pred["grade"] == Grade.CORRECT.value else "corrected"
+    for q in pending:
+        _answer(store, method, q, query_vectors[q.id], k, q.ts if method.time_aware else end,
+                result)
     result.n_vectors = len(store)
     return result
+
+
+def _answer(store: SmartVectorStore, method: Method, q: Query, qvec: np.ndarray, k: int,
+            at: float, result: ReplayResult) -> None:
+    t0 = time.perf_counter()
+    ranked = method.rank(store, qvec, q, k, at)
+    result.latencies_ms.append((time.perf_counter() - t0) * 1000.0)
+    result.predictions.append(_prediction(store, method.name, q, ranked))
 
 
 def _prediction(store: SmartVectorStore, method: str, q: Query, ranked) -> dict:
@@ -123,4 +168,5 @@ def _prediction(store: SmartVectorStore, method: str, q: Query, ranked) -> dict:
                    confidence=np.nan, relational=np.nan, grade=Grade.WRONG.value,
                    probability=0.0)
     row["first_correct_rank"] = first
+    row["feedback"] = ""
     return row

@@ -341,7 +341,7 @@ class SmartVectorStore:
     def candidates(
         self, query_vector: np.ndarray, at: TimeLike, n: int, lifecycle: bool = True
     ) -> Candidates:
-        """At least ``n`` visible rows nearest the query (fewer only if fewer exist).
+        """The ``n`` visible rows nearest the query (fewer only if fewer exist).
 
         Over-fetches from the index and filters with numpy masks (created by ``at``, and with
         ``lifecycle``, not deprecated or archived at ``at``), widening the fetch until enough
@@ -362,7 +362,10 @@ class SmartVectorStore:
             if lifecycle:
                 keep &= ~(c["superseded_at"][labels] <= t)
             if keep.sum() >= n or fetch >= total:
-                return Candidates(labels[keep], sims[keep].astype(np.float64), t, self)
+                # exactly the n nearest visible rows, however many were fetched: the pool
+                # must not depend on how many invisible (future, deprecated) rows exist
+                idx = np.flatnonzero(keep)[:n]
+                return Candidates(labels[idx], sims[idx].astype(np.float64), t, self)
             fetch = min(total, fetch * 4)
 
     def signals(self, cand: Candidates) -> dict[str, np.ndarray]:
