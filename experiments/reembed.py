@@ -41,16 +41,25 @@ def _new_hashes(old: list, new: list) -> int:
 
 def edit_costs(dataset: Dataset, n_edits: int = 200, seed: int = 0,
                window: int = 500, overlap: int = 50) -> dict[str, float]:
-    """Mean chunks (re-)embedded per one-word edit under each re-indexing strategy."""
+    """Mean chunks (re-)embedded per one-word edit of the latest version of documents that
+    the corpus edits (more than one version), or of any document if it edits none."""
     latest: dict[str, str] = {}
+    versions: dict[str, int] = {}
     for d in dataset.corpus:
         latest[d.doc_id] = d.text
-    docs = sorted(latest)
+        versions[d.doc_id] = versions.get(d.doc_id, 0) + 1
+    edited = sorted(k for k, n in versions.items() if n > 1) or sorted(latest)
+    return text_edit_costs([latest[k] for k in edited], n_edits, seed, window, overlap)
+
+
+def text_edit_costs(texts: list[str], n_edits: int = 200, seed: int = 0,
+                    window: int = 500, overlap: int = 50) -> dict[str, float]:
+    """Mean chunks (re-)embedded per one-word edit of documents drawn from ``texts``."""
     rng = random.Random(seed)
     rows = []
-    for _ in range(n_edits):
-        doc = rng.choice(docs)
-        old = latest[doc]
+    for _ in range(n_edits if texts else 0):
+        i = rng.randrange(len(texts))
+        old = texts[i]
         new = one_word_edit(old, rng)
         if new is None:
             continue
@@ -58,8 +67,8 @@ def edit_costs(dataset: Dataset, n_edits: int = 200, seed: int = 0,
         wo = fixed_window_chunks(old, window, overlap)
         wn = fixed_window_chunks(new, window, overlap)
         store = SmartVectorStore(HashingEmbedder(dim=64), "exact")
-        store.add_document(doc, old, 0.0)
-        surgical = store.add_document(doc, new, 1.0).n_reembedded
+        store.add_document("doc", old, 0.0)
+        surgical = store.add_document("doc", new, 1.0).n_reembedded
         rows.append((len(pn), _new_hashes(po, pn), len(wn), _new_hashes(wo, wn), surgical))
     a = np.array(rows, dtype=np.float64).reshape(-1, 5)
     names = ("full_reindex", "hash_dedup_paragraph", "full_reindex_window",
