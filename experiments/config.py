@@ -83,7 +83,7 @@ class MlflowConfig:
     tracking_uri: str = "sqlite:///mlflow.db"
     artifact_location: str = "mlartifacts"
     experiment: str = "${study}"
-    skip_finished: bool = False
+    skip_finished: bool = True
 
 
 @dataclass

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 import hydra
 import pandas as pd
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
@@ -39,12 +41,19 @@ from .metrics import plot_reliability
 from .reembed import edit_costs
 from .replay import Schedule, replay
 from .tracking import (
+    Terminated,
     Tracker,
+    apply_http_defaults,
     fingerprint,
     flatten,
     git_commit,
+    log_output_dir,
+    one_line,
+    open_tracker,
     package_versions,
     resolve_tracking_uri,
+    sigterm_as_interrupt,
+    write_record,
 )
 
 register()
@@ -89,8 +98,17 @@ def validate(cfg: DictConfig) -> Settings:
         if cfg.protocol.index not in ("exact", "hnsw"):
             raise ValueError(f"protocol.index must be 'exact' or 'hnsw', got "
                              f"{cfg.protocol.index!r}")
+        if cfg.protocol.mode not in ("replay", "time_travel"):
+            raise ValueError(f"protocol.mode must be replay or time_travel, got "
+                             f"{cfg.protocol.mode!r}")
+        if not 0.0 <= cfg.protocol.feedback_rate <= 1.0:
+            raise ValueError(f"protocol.feedback_rate must be in [0, 1], got "
+                             f"{cfg.protocol.feedback_rate}")
+        if cfg.protocol.feedback_rate > 0 and cfg.protocol.mode != "replay":
+            raise ValueError("protocol.feedback_rate needs protocol.mode=replay")
         if cfg.query_split not in ("all", "dev", "test"):
             raise ValueError(f"query_split must be all, dev or test, got {cfg.query_split!r}")
+        _check_run_options(cfg)
         kind = cfg.dataset.kind
         if kind == "jsonl":
             path = Path(cfg.dataset.path)
@@ -165,7 +183,9 @@ def evaluate_run(cfg: DictConfig, settings: Settings, out_dir: Path) -> dict[str
     frames, results = [], {}
     for name in tqdm(settings.methods, desc="methods", unit="method", file=sys.stderr):
         res = replay(ds, methods[name], embedder, qvecs, store_config=settings.store,
-                     index=cfg.protocol.index, k=cfg.protocol.k, schedule=settings.schedule)
+                     index=cfg.protocol.index, k=cfg.protocol.k, schedule=settings.schedule,
+                     mode=cfg.protocol.mode, feedback_rate=cfg.protocol.feedback_rate,
+                     seed=cfg.seed)
         results[name] = res
         frames.append(pd.DataFrame(res.predictions))
     pred = pd.concat(frames, ignore_index=True)
@@ -183,7 +203,7 @@ def evaluate_run(cfg: DictConfig, settings: Settings, out_dir: Path) -> dict[str
         "fingerprint": ds.fingerprint(),
     }
     reembed = edit_costs(ds, cfg.reembed.n_edits, cfg.seed, cfg.reembed.window,
-                         cfg.reembed.overlap)
+                         cfg.reembed.overlap) if cfg.reembed.n_edits > 0 else {}
     metrics = {"corpus": corpus, "reembed": reembed, "methods": per_method}
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
     pred.to_csv(out_dir / "predictions.csv", index=False)
@@ -209,35 +229,132 @@ def print_table(metrics: dict[str, Any]) -> None:
     print(f"corpus: {c['vectors']} vectors, {c['documents']} documents, {c['queries']} queries")
     print(pd.DataFrame(rows).to_string(index=False))
     r = metrics["reembed"]
+    if not r:
+        return
     print("chunks re-embedded per one-word edit: "
           f"full {r['reembed_full_reindex']:.2f}, hash-dedup (fixed windows) "
           f"{r['reembed_hash_dedup_window']:.2f}, surgical {r['reembed_surgical']:.2f}")
 
 
-def log_to_mlflow(cfg: DictConfig, metrics: dict[str, Any], out_dir: Path, cfg_fp: str,
-                  tracker: Tracker) -> None:
+def _check_run_options(cfg: DictConfig) -> None:
+    """Run-level values no library constructor sees (ValueError with a one-line message)."""
+    if cfg.n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1, got {cfg.n_boot}")
+    r = cfg.reembed
+    if r.n_edits < 0:
+        raise ValueError(f"reembed.n_edits must be >= 0 (0 skips it), got {r.n_edits}")
+    if r.window < 1 or not 0 <= r.overlap < r.window:
+        raise ValueError(f"reembed needs window >= 1 and 0 <= overlap < window, got window "
+                         f"{r.window}, overlap {r.overlap}")
+    if cfg.mlflow.enabled and not str(cfg.mlflow.experiment).strip():
+        raise ValueError("mlflow.experiment must not be empty")
+
+
+def run_record(cfg: DictConfig, metrics: dict[str, Any], out_dir: Path, cfg_fp: str,
+               tracking_uri: str, artifact_location: Path) -> dict[str, Any]:
+    """What to log for this run (written to ``mlflow_run.json`` next to ``metrics.json``)."""
     container = OmegaConf.to_container(cfg, resolve=True)
     tags = {"config_fingerprint": cfg_fp, "git_commit": git_commit(Path.cwd()),
             "dataset_fingerprint": metrics["corpus"]["fingerprint"], "study": cfg.study,
+            "run_uid": uuid.uuid4().hex, "output_dir": str(out_dir.resolve()),
             **{f"version.{k}": v for k, v in package_versions().items()}}
-    name = f"{cfg.study}-seed{cfg.seed}-{cfg_fp[:6]}"
-    with tracker.run(name, tags):
-        tracker.log_params(flatten(container))
-        tracker.log_metrics({f"corpus_{k}": v for k, v in metrics["corpus"].items()
-                             if isinstance(v, int | float)})
-        tracker.log_metrics(metrics["reembed"])
-        corpus = pd.read_json(out_dir / "dataset" / "corpus.jsonl", lines=True) \
-            if (out_dir / "dataset" / "corpus.jsonl").exists() else \
-            pd.read_json(Path(cfg.dataset.path) / "corpus.jsonl", lines=True)
-        tracker.log_dataset(corpus[["doc_id", "version", "valid_from", "source_type"]],
-                            source=str(out_dir / "dataset"), name=f"{cfg.dataset.kind}",
-                            digest=metrics["corpus"]["fingerprint"])
-        tracker.log_artifacts([out_dir / "metrics.json", out_dir / "predictions.csv",
-                               out_dir / "reliability.png", out_dir / ".hydra" / "config.yaml"])
-        for method, m in metrics["methods"].items():
-            with tracker.run(method, {**tags, "method": method}, nested=True):
-                tracker.log_params({"method": method, **flatten(container)})
-                tracker.log_metrics({**m["quality"], **m["timing"]})
+    if (out_dir / "dataset" / "corpus.jsonl").exists():
+        corpus = "dataset/corpus.jsonl"
+    else:
+        base = Path(hydra.utils.get_original_cwd())
+        corpus = str((base / cfg.dataset.path / "corpus.jsonl").resolve())
+    return {
+        "format": 1, "name": f"{cfg.study}-seed{cfg.seed}-{cfg_fp[:6]}",
+        "experiment": cfg.mlflow.experiment, "tracking_uri": tracking_uri,
+        "artifact_location": str(artifact_location), "tags": tags, "params": flatten(container),
+        "dataset": {"corpus": corpus, "name": str(cfg.dataset.kind),
+                    "digest": metrics["corpus"]["fingerprint"]},
+        "artifacts": ["metrics.json", "predictions.csv", "reliability.png",
+                      ".hydra/config.yaml"],
+    }
+
+
+def log_to_mlflow(out_dir: Path, tracker: Tracker) -> str:
+    """Log a finished output directory: a parent run with a nested run per method.
+
+    Everything is read from the directory (``mlflow_run.json``, ``metrics.json`` and the
+    files), exactly as ``python -m experiments.import_runs`` does for runs that could not be
+    logged live, so both paths log the same runs. Returns the parent run's id.
+    """
+    return log_output_dir(out_dir, tracker)
+
+
+def _dataset_fingerprint(cfg: DictConfig, base: Path) -> str | None:
+    """For a jsonl dataset, load (validate) it now, before any MLflow or model work: a bad
+    corpus stops the run with a one-line DatasetError. Returns its content fingerprint."""
+    if cfg.dataset.kind != "jsonl":
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # load_data reports them during the run
+        return load_dataset(base / cfg.dataset.path).fingerprint()
+
+
+def _import_hint(reason: str, uri: str) -> str:
+    hc = HydraConfig.get()
+    multirun = hc.mode == RunMode.MULTIRUN
+    where = Path(hc.sweep.dir if multirun else hc.runtime.output_dir)
+    return (f"warning: not logged to MLflow ({reason}); the results are in {where}; when the "
+            f"server is back run: python -m experiments.import_runs {where} "
+            f"(add --tracking-uri URI to log elsewhere than {uri})")
+
+
+def _run(cfg: DictConfig, settings: Settings) -> float | None:
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    base = Path(hydra.utils.get_original_cwd())
+    try:
+        data_fp = _dataset_fingerprint(cfg, base)
+    except DatasetError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    container = OmegaConf.to_container(cfg, resolve=True)
+    results = {k: v for k, v in container.items() if k not in _NOT_RESULTS}
+    if data_fp is not None:  # the same config on edited data is a different configuration
+        results["dataset_content"] = data_fp
+    cfg_fp = fingerprint(results)
+    uri = resolve_tracking_uri(cfg.mlflow.tracking_uri, base)
+    artifact_location = (base / cfg.mlflow.artifact_location).resolve()
+    tracker, offline = None, None
+    if cfg.mlflow.enabled:
+        apply_http_defaults()
+        tracker, offline = open_tracker(uri, cfg.mlflow.experiment, artifact_location)
+        if offline:
+            print(f"warning: {offline}; running anyway, results are kept locally",
+                  file=sys.stderr)
+        elif tracker.reaped:
+            print(f"note: marked {len(tracker.reaped)} MLflow run(s) KILLED whose process on "
+                  f"this host is gone: {', '.join(tracker.reaped)}", file=sys.stderr)
+        if tracker is not None and cfg.mlflow.skip_finished:
+            try:
+                done = tracker.finished_run(cfg_fp)
+            except Exception as e:  # noqa: BLE001 - the store failed: run, log later
+                tracker, offline, done = None, f"cannot query {uri}: {one_line(e)}", None
+            if done:
+                print(f"skipped: {cfg.study}-seed{cfg.seed}-{cfg_fp[:6]} (configuration "
+                      f"{cfg_fp}) already finished as MLflow run {done} "
+                      "(force with mlflow.skip_finished=false)")
+                return None
+    try:
+        metrics = evaluate_run(cfg, settings, out_dir)
+    except DatasetError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    print_table(metrics)
+    write_record(out_dir, run_record(cfg, metrics, out_dir, cfg_fp, uri, artifact_location))
+    if tracker is not None:
+        try:
+            log_to_mlflow(out_dir, tracker)
+        except Exception as e:  # noqa: BLE001 - results are safe on disk; say how to import
+            offline = f"logging to {uri} failed: {one_line(e)}"
+    if offline:
+        print(_import_hint(offline, uri), file=sys.stderr)
+    print(f"outputs: {out_dir}")
+    top = metrics["methods"].get("smartvector", next(iter(metrics["methods"].values())))
+    return float(top["quality"]["top1_accuracy"])
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
@@ -247,28 +364,14 @@ def main(cfg: DictConfig) -> float | None:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    out_dir = Path(HydraConfig.get().runtime.output_dir)
-    container = OmegaConf.to_container(cfg, resolve=True)
-    cfg_fp = fingerprint({k: v for k, v in container.items() if k not in _NOT_RESULTS})
-    tracker = None
-    if cfg.mlflow.enabled:
-        base = Path(hydra.utils.get_original_cwd())
-        tracker = Tracker(resolve_tracking_uri(cfg.mlflow.tracking_uri, base),
-                          cfg.mlflow.experiment, (base / cfg.mlflow.artifact_location).resolve())
-        if cfg.mlflow.skip_finished and (done := tracker.finished_run(cfg_fp)):
-            print(f"skipped: configuration {cfg_fp} already finished as MLflow run {done}")
-            return None
-    try:
-        metrics = evaluate_run(cfg, settings, out_dir)
-    except DatasetError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
-    print_table(metrics)
-    if tracker is not None:
-        log_to_mlflow(cfg, metrics, out_dir, cfg_fp, tracker)
-    print(f"outputs: {out_dir}")
-    top = metrics["methods"].get("smartvector", next(iter(metrics["methods"].values())))
-    return float(top["quality"]["top1_accuracy"])
+    with sigterm_as_interrupt():
+        try:
+            return _run(cfg, settings)
+        except KeyboardInterrupt as e:
+            how, code = ("SIGTERM", 143) if isinstance(e, Terminated) else ("Ctrl-C", 130)
+            print(f"interrupted ({how}): no MLflow run is left RUNNING; run the same command "
+                  "again to resume (finished configurations are skipped)", file=sys.stderr)
+            sys.exit(code)
 
 
 if __name__ == "__main__":

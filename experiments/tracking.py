@@ -4,28 +4,69 @@ run per method, with consistent metric names so runs compare side by side in the
 The tracking URI is ``MLFLOW_TRACKING_URI`` when set, else the configured one (default
 ``sqlite:///mlflow.db`` in the directory the command was started from); artifacts go to an
 explicit location (default ``./mlartifacts``) so they never land in a stray ``./mlruns``.
+
+What a run logs is decided once, when it finishes: :func:`write_record` puts a
+``mlflow_run.json`` next to ``metrics.json`` and :func:`log_output_dir` logs an output
+directory from those files alone. A live run and a later import
+(``python -m experiments.import_runs``) therefore create the same runs.
+
+Robustness: every run carries ``host``/``pid``/``pid_start`` tags and ends FINISHED, FAILED
+or KILLED (Ctrl-C, or SIGTERM inside :func:`sigterm_as_interrupt`); a run whose process was
+SIGKILLed is marked KILLED by the next :class:`Tracker` opened on the same experiment from
+the same host. Writes to a SQLite store retry on "database is locked", and opening a SQLite
+store is serialised across processes (schema creation is not concurrency-safe in MLflow).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+import random
+import signal
+import socket
 import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 PACKAGES = ("smartvector-bench", "numpy", "hnswlib", "sentence-transformers", "torch",
             "mlflow", "hydra-core")
 
+#: The file in an output directory that says what to log for it (see :func:`write_record`).
+RECORD_FILE = "mlflow_run.json"
+
+#: MLflow's HTTP client retries 7 times with exponential backoff and a 120 s timeout, so a
+#: dead server would stall a run for minutes; these gentler defaults (applied only when the
+#: variables are unset) give up after about 10 s of refused connections.
+HTTP_DEFAULTS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+}
+
+HOST = socket.gethostname()
+
+T = TypeVar("T")
+
 
 def resolve_tracking_uri(configured: str, base_dir: Path) -> str:
     """``MLFLOW_TRACKING_URI`` wins; a relative sqlite path is made absolute."""
-    uri = os.environ.get("MLFLOW_TRACKING_URI") or configured
+    return absolute_sqlite(os.environ.get("MLFLOW_TRACKING_URI") or configured, base_dir)
+
+
+def absolute_sqlite(uri: str, base_dir: Path) -> str:
+    """A relative ``sqlite:///path`` made absolute against ``base_dir``; others unchanged."""
     prefix = "sqlite:///"
     if uri.startswith(prefix) and not uri[len(prefix):].startswith("/"):
         uri = prefix + str((base_dir / uri[len(prefix):]).resolve())
@@ -71,67 +112,458 @@ def package_versions() -> dict[str, str]:
     return out
 
 
+def one_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type name if it has none)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# --- interruption ---------------------------------------------------------------------------
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, turned into an interrupt so runs end KILLED exactly as on Ctrl-C."""
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block, the first SIGTERM raises :class:`Terminated`; a second one kills.
+
+    Only in the main thread (elsewhere signal handlers cannot be installed; nothing changes).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    fired = False
+
+    def handler(signum: int, frame: Any) -> None:
+        nonlocal fired
+        if fired:  # cleanup is taking too long: die the default way
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        fired = True
+        raise Terminated("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _process_start(pid: int) -> str:
+    """The process's start time in clock ticks since boot ('' where /proc is unavailable).
+
+    Together with the pid it names a process uniquely, so a recycled pid is not mistaken
+    for the process that logged a run.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[-1].split()[19]  # field 22; the name may contain spaces
+
+
+def process_alive(pid: int, start: str = "") -> bool:
+    """True if process ``pid`` (started at ``start``, when known) is still running here."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, owned by someone else
+    except OSError:
+        return False
+    if start and Path("/proc").is_dir():
+        now = _process_start(pid)
+        return now == start or now == ""
+    return True
+
+
+# --- SQLite contention ----------------------------------------------------------------------
+
+_LOCK_MESSAGES = ("database is locked", "database table is locked")
+
+
+def is_lock_error(exc: BaseException) -> bool:
+    """True for SQLite's "database is locked" (also when wrapped by MLflow or SQLAlchemy)."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if any(m in str(e) for m in _LOCK_MESSAGES):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def retry_locked(fn: Callable[..., T], *args: Any, attempts: int = 12,
+                 first_delay: float = 0.05, max_delay: float = 4.0, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)``, retried with jittered exponential backoff while SQLite says
+    "database is locked" (MLflow already waits 20 s per statement; a read that turns into a
+    write fails at once instead, which is what concurrent jobs hit)."""
+    for attempt in range(attempts):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            if attempt == attempts - 1 or not is_lock_error(e):
+                raise
+            delay = min(max_delay, first_delay * 2**attempt)
+            time.sleep(delay * (0.5 + random.random()))
+    raise AssertionError("unreachable")
+
+
+class _DropLockNoise(logging.Filter):
+    """MLflow logs every locked statement with a traceback; those we retry are not news."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            return not any(m in record.getMessage() for m in _LOCK_MESSAGES)
+        except Exception:  # noqa: BLE001 - a badly formatted record is not ours to judge
+            return True
+
+
+_QUIET = False
+
+
+def _quiet_mlflow_logs() -> None:
+    global _QUIET
+    if _QUIET:
+        return
+    logging.getLogger("mlflow.store.db.utils").addFilter(_DropLockNoise())
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # schema migration chatter
+    _QUIET = True
+
+
+@contextmanager
+def store_lock(tracking_uri: str) -> Iterator[None]:
+    """An inter-process lock for a local SQLite store (no-op for other stores).
+
+    MLflow creates the schema of a fresh database on first use, and two processes doing so
+    at once fail ("table ... already exists"); holding this lock while opening the store and
+    creating the experiment makes the first job create it and the others wait. The lock is a
+    ``flock`` on the database's directory: no lock file is left behind, and the database
+    itself is never opened here (closing a descriptor would drop SQLite's own locks).
+    """
+    prefix = "sqlite:///"
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: rely on the retries
+        yield
+        return
+    if not tracking_uri.startswith(prefix):
+        yield
+        return
+    folder = Path(tracking_uri[len(prefix):].split("?", 1)[0]).parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # MLflow will report the problem
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
+# --- reachability ---------------------------------------------------------------------------
+
+
+def apply_http_defaults() -> None:
+    """Shorter MLflow HTTP retries/timeouts (see HTTP_DEFAULTS) unless the user set them."""
+    for key, value in HTTP_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+
+
+def unreachable(tracking_uri: str, timeout: float = 5.0) -> str | None:
+    """Why an HTTP(S) tracking server cannot be reached, or None if it answers (any HTTP
+    status counts as an answer) or the URI is not HTTP. Takes at most ``timeout`` seconds."""
+    if urlsplit(tracking_uri).scheme not in ("http", "https"):
+        return None
+    try:
+        with urllib.request.urlopen(tracking_uri.rstrip("/") + "/health", timeout=timeout):
+            return None
+    except urllib.error.HTTPError:
+        return None
+    except urllib.error.URLError as e:
+        return f"cannot reach {tracking_uri}: {e.reason}"
+    except (OSError, ValueError) as e:
+        return f"cannot reach {tracking_uri}: {one_line(e)}"
+
+
+def sqlite_problem(tracking_uri: str) -> str | None:
+    """Why a local SQLite store cannot be written, or None (also for other stores).
+
+    Checked up front because MLflow retries opening an unusable database for ~100 s. The
+    database file itself is not opened (that could drop SQLite locks this process holds).
+    """
+    prefix = "sqlite:///"
+    if not tracking_uri.startswith(prefix):
+        return None
+    db = Path(tracking_uri[len(prefix):].split("?", 1)[0])
+    try:
+        db.parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=db.parent, prefix=".write-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        return f"cannot write to {db.parent}: {e.strerror or one_line(e)}"
+    if db.exists() and not os.access(db, os.R_OK | os.W_OK):
+        return f"cannot write to {db}: permission denied"
+    return None
+
+
+# --- the tracker ----------------------------------------------------------------------------
+
+
 class Tracker:
-    """Thin wrapper over the MLflow fluent API for one configuration run."""
+    """MLflow client for one experiment: runs that never stay RUNNING, lock-tolerant writes.
 
-    def __init__(self, tracking_uri: str, experiment: str, artifact_location: Path) -> None:
-        import mlflow
+    Opening it creates the experiment if needed (tolerating a concurrent create) and marks
+    runs that this host left RUNNING and whose process is gone as KILLED (``self.reaped``).
+    """
 
-        self.mlflow = mlflow
-        mlflow.set_tracking_uri(tracking_uri)
-        exp = mlflow.get_experiment_by_name(experiment)
-        if exp is None:
-            artifact_location.mkdir(parents=True, exist_ok=True)
-            try:
-                mlflow.create_experiment(experiment, artifact_location=artifact_location.as_uri())
-            except Exception:  # noqa: BLE001 - a parallel job may have created it first
-                if mlflow.get_experiment_by_name(experiment) is None:
-                    raise
-            exp = mlflow.get_experiment_by_name(experiment)
-        self.experiment_id = exp.experiment_id
+    def __init__(self, tracking_uri: str, experiment: str, artifact_location: Path,
+                 *, reap: bool = True) -> None:
+        from mlflow import MlflowClient
+
+        _quiet_mlflow_logs()
+        self.tracking_uri = tracking_uri
+        self._stack: list[str] = []
+        with store_lock(tracking_uri):
+            self.client = MlflowClient(tracking_uri)  # opens the store (creates the schema)
+            exp = retry_locked(self.client.get_experiment_by_name, experiment)
+            if exp is None:
+                Path(artifact_location).mkdir(parents=True, exist_ok=True)
+                try:
+                    retry_locked(self.client.create_experiment, experiment,
+                                 artifact_location=Path(artifact_location).as_uri())
+                except Exception:  # noqa: BLE001 - a parallel job may have created it first
+                    if self.client.get_experiment_by_name(experiment) is None:
+                        raise
+                exp = retry_locked(self.client.get_experiment_by_name, experiment)
+            if exp.lifecycle_stage == "deleted":
+                raise RuntimeError(
+                    f"MLflow experiment {experiment!r} is deleted; restore it "
+                    f"(mlflow experiments restore --experiment-id {exp.experiment_id}) or "
+                    "choose another mlflow.experiment")
+            self.experiment_id = exp.experiment_id
+            self.reaped = self.reap_stale_runs() if reap else []
+
+    # -- queries --
+
+    def _search(self, filter_string: str, max_results: int = 1000) -> list[Any]:
+        return retry_locked(self.client.search_runs, [self.experiment_id],
+                            filter_string=filter_string, max_results=max_results)
 
     def finished_run(self, config_fingerprint: str) -> str | None:
         """Id of a FINISHED run of the same configuration, if any."""
-        runs = self.mlflow.search_runs(
-            [self.experiment_id],
-            filter_string=f"tags.config_fingerprint = '{config_fingerprint}' "
-                          "and attributes.status = 'FINISHED'",
-            output_format="list", max_results=1)
-        return runs[0].info.run_id if runs else None
+        return self.find_run("config_fingerprint", config_fingerprint)
+
+    def find_run(self, tag: str, value: str, status: str = "FINISHED") -> str | None:
+        """Id of a parent (not nested) run with ``tags.<tag> = value`` and the given status."""
+        from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+        value = value.replace("'", "\\'")
+        runs = self._search(f"tags.{tag} = '{value}' and attributes.status = '{status}'", 200)
+        parents = [r for r in runs if MLFLOW_PARENT_RUN_ID not in r.data.tags]
+        return parents[0].info.run_id if parents else None
+
+    def reap_stale_runs(self) -> list[str]:
+        """Mark RUNNING runs logged from this host by a process that is gone as KILLED."""
+        host = HOST.replace("'", "\\'")
+        reaped = []
+        for r in self._search(f"attributes.status = 'RUNNING' and tags.host = '{host}'"):
+            tags = r.data.tags
+            try:
+                pid = int(tags.get("pid", ""))
+            except ValueError:
+                continue
+            if process_alive(pid, tags.get("pid_start", "")):
+                continue
+            retry_locked(self.client.set_tag, r.info.run_id, "killed_reason",
+                         f"process {pid} on {HOST} ended without closing the run")
+            retry_locked(self.client.set_terminated, r.info.run_id, "KILLED")
+            reaped.append(r.info.run_id)
+        return reaped
+
+    # -- runs --
+
+    @property
+    def run_id(self) -> str:
+        if not self._stack:
+            raise RuntimeError("no active run: use `with tracker.run(...)`")
+        return self._stack[-1]
 
     @contextmanager
     def run(self, name: str, tags: Mapping[str, str], nested: bool = False) -> Iterator[Any]:
-        """A run that ends FINISHED, KILLED (Ctrl-C) or FAILED: never stuck RUNNING."""
-        active = self.mlflow.start_run(run_name=name, experiment_id=self.experiment_id,
-                                       tags=dict(tags), nested=nested)
+        """A run that ends FINISHED, KILLED (Ctrl-C, SIGTERM) or FAILED: never stuck RUNNING.
+
+        Tagged with ``host``, ``pid`` and ``pid_start`` so that if the process is SIGKILLed a
+        later Tracker can tell the run is orphaned.
+        """
+        from mlflow.tracking.context import registry as context_registry
+        from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
+
+        all_tags = {**{k: str(v) for k, v in tags.items()}, "host": HOST,
+                    "pid": str(os.getpid()), "pid_start": _process_start(os.getpid()),
+                    MLFLOW_RUN_NAME: name}
+        if nested and self._stack:
+            all_tags[MLFLOW_PARENT_RUN_ID] = self._stack[-1]
+        resolved = context_registry.resolve_tags(all_tags)
+        run = retry_locked(self.client.create_run, self.experiment_id, tags=resolved,
+                           run_name=name)
+        run_id = run.info.run_id
+        self._stack.append(run_id)
+        status = "FAILED"
         try:
-            yield active
+            yield run
+            status = "FINISHED"
         except KeyboardInterrupt:
-            self.mlflow.end_run("KILLED")
+            status = "KILLED"
             raise
-        except BaseException:
-            self.mlflow.end_run("FAILED")
-            raise
-        else:
-            self.mlflow.end_run("FINISHED")
+        finally:
+            self._stack.pop()
+            try:
+                retry_locked(self.client.set_terminated, run_id, status)
+            except Exception as e:
+                if status == "FINISHED":
+                    raise
+                warnings.warn(f"could not mark MLflow run {run_id} {status}: {one_line(e)}",
+                              RuntimeWarning, stacklevel=3)
 
     def log_params(self, params: Mapping[str, Any]) -> None:
-        items = [(k, str(v)[:6000]) for k, v in params.items()]
+        from mlflow.entities import Param
+
+        items = [Param(k, str(v)[:6000]) for k, v in params.items()]
         for i in range(0, len(items), 100):
-            self.mlflow.log_params(dict(items[i: i + 100]))
+            retry_locked(self.client.log_batch, self.run_id, params=items[i: i + 100])
 
     def log_metrics(self, metrics: Mapping[str, float]) -> None:
-        self.mlflow.log_metrics({k: float(v) for k, v in metrics.items()})
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        items = [Metric(k, float(v), now, 0) for k, v in metrics.items()]
+        for i in range(0, len(items), 1000):
+            retry_locked(self.client.log_batch, self.run_id, metrics=items[i: i + 1000])
 
     def log_artifacts(self, paths: list[Path]) -> None:
         for p in paths:
             if p.exists():
-                self.mlflow.log_artifact(str(p))
+                retry_locked(self.client.log_artifact, self.run_id, str(p))
 
     def log_dataset(self, frame, source: str, name: str, digest: str) -> None:
         """Log the corpus as the run's dataset input (MLflow's schema hints silenced)."""
+        import mlflow.data
+        from mlflow.entities import DatasetInput, InputTag
+        from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
+
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            ds = self.mlflow.data.from_pandas(frame, source=source, name=name,
-                                              digest=digest[:36])
-            self.mlflow.log_input(ds, context="evaluation")
+            ds = mlflow.data.from_pandas(frame, source=source, name=name, digest=digest[:36])
+            entity = DatasetInput(ds._to_mlflow_entity(),
+                                  [InputTag(MLFLOW_DATASET_CONTEXT, "evaluation")])
+        retry_locked(self.client.log_inputs, self.run_id, datasets=[entity])
+
+
+def open_tracker(tracking_uri: str, experiment: str,
+                 artifact_location: Path) -> tuple[Tracker | None, str | None]:
+    """``(tracker, None)``, or ``(None, reason)`` when the store cannot be used right now
+    (server down, unwritable database, deleted experiment...). Fails within seconds."""
+    reason = unreachable(tracking_uri) or sqlite_problem(tracking_uri)
+    if reason is not None:
+        return None, reason
+    try:
+        return Tracker(tracking_uri, experiment, artifact_location), None
+    except Exception as e:  # noqa: BLE001 - any failure here means "log later"
+        return None, f"cannot use MLflow store {tracking_uri}: {one_line(e)}"
+
+
+# --- what a run logs, from its output directory ------------------------------------------
+
+
+def write_record(out_dir: Path, record: Mapping[str, Any]) -> Path:
+    """Write ``mlflow_run.json`` atomically (a crash never leaves half a file)."""
+    target = Path(out_dir) / RECORD_FILE
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(record, f, indent=2, sort_keys=True, default=str)
+            f.write("\n")
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def read_record(out_dir: Path) -> dict[str, Any]:
+    """The ``mlflow_run.json`` of an output directory (ValueError with a one-line reason)."""
+    path = Path(out_dir) / RECORD_FILE
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"{out_dir}: no {RECORD_FILE} (not a finished run directory)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: unreadable: {one_line(e)}") from None
+    missing = {"name", "experiment", "tags", "params", "dataset", "artifacts"} - set(record)
+    if missing:
+        raise ValueError(f"{path}: missing {', '.join(sorted(missing))}")
+    if not (Path(out_dir) / "metrics.json").is_file():
+        raise ValueError(f"{out_dir}: no metrics.json")
+    return record
+
+
+def log_output_dir(out_dir: Path, tracker: Tracker) -> str:
+    """Log one finished output directory: a parent run (params, tags, corpus and re-embedding
+    metrics, the corpus as a dataset input, the files as artifacts) with a nested run per
+    method (its quality and timing metrics). Returns the parent run's id.
+
+    Everything comes from the directory (``mlflow_run.json``, ``metrics.json`` and the
+    files), so a live run and ``python -m experiments.import_runs`` log the same thing.
+    """
+    import pandas as pd
+
+    out_dir = Path(out_dir)
+    record = read_record(out_dir)
+    metrics = json.loads((out_dir / "metrics.json").read_text(encoding="utf-8"))
+    tags = dict(record["tags"])
+    params = record["params"]
+    with tracker.run(record["name"], tags) as parent:
+        tracker.log_params(params)
+        tracker.log_metrics({f"corpus_{k}": v for k, v in metrics["corpus"].items()
+                             if isinstance(v, int | float)})
+        tracker.log_metrics(metrics["reembed"])
+        ds = record["dataset"]
+        corpus = out_dir / ds["corpus"]  # relative to the output dir, or absolute
+        if corpus.is_file():
+            frame = pd.read_json(corpus, lines=True)
+            tracker.log_dataset(frame[["doc_id", "version", "valid_from", "source_type"]],
+                                source=str(corpus.parent), name=ds["name"],
+                                digest=ds["digest"])
+        else:
+            warnings.warn(f"{corpus} is gone: the run is logged without its dataset input",
+                          RuntimeWarning, stacklevel=2)
+        tracker.log_artifacts([out_dir / a for a in record["artifacts"]])
+        for method, m in metrics["methods"].items():
+            with tracker.run(method, {**tags, "method": method}, nested=True):
+                tracker.log_params({"method": method, **params})
+                tracker.log_metrics({**m["quality"], **m["timing"]})
+    return parent.info.run_id
+
+
+def find_output_dirs(paths: list[Path]) -> list[Path]:
+    """Every directory at or under ``paths`` holding a ``mlflow_run.json``, sorted."""
+    found: set[Path] = set()
+    for p in paths:
+        p = Path(p)
+        if (p / RECORD_FILE).is_file():
+            found.add(p)
+        elif p.is_dir():
+            found.update(f.parent for f in p.rglob(RECORD_FILE))
+    return sorted(found)
