@@ -21,43 +21,38 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
-import random
-import signal
-import socket
 import subprocess
 import tempfile
-import threading
 import time
-import urllib.error
-import urllib.request
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from typing import Any
+
+from .resilience import (  # noqa: F401 - re-exported for the runner and import command
+    HOST,
+    Terminated,
+    apply_http_defaults,
+    is_lock_error,
+    one_line,
+    process_alive,
+    process_start,
+    quiet_mlflow_logs,
+    retry_locked,
+    sigterm_as_interrupt,
+    sqlite_problem,
+    store_lock,
+    unreachable,
+)
 
 PACKAGES = ("smartvector-bench", "numpy", "hnswlib", "sentence-transformers", "torch",
             "mlflow", "hydra-core")
 
 #: The file in an output directory that says what to log for it (see :func:`write_record`).
 RECORD_FILE = "mlflow_run.json"
-
-#: MLflow's HTTP client retries 7 times with exponential backoff and a 120 s timeout, so a
-#: dead server would stall a run for minutes; these gentler defaults (applied only when the
-#: variables are unset) give up after about 10 s of refused connections.
-HTTP_DEFAULTS = {
-    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3",
-    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
-    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
-}
-
-HOST = socket.gethostname()
-
-T = TypeVar("T")
 
 
 def resolve_tracking_uri(configured: str, base_dir: Path) -> str:
@@ -112,215 +107,6 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def one_line(exc: BaseException) -> str:
-    """The first line of an exception's message (its type name if it has none)."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-# --- interruption ---------------------------------------------------------------------------
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, turned into an interrupt so runs end KILLED exactly as on Ctrl-C."""
-
-
-@contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Within the block, the first SIGTERM raises :class:`Terminated`; a second one kills.
-
-    Only in the main thread (elsewhere signal handlers cannot be installed; nothing changes).
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    fired = False
-
-    def handler(signum: int, frame: Any) -> None:
-        nonlocal fired
-        if fired:  # cleanup is taking too long: die the default way
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
-            return
-        fired = True
-        raise Terminated("SIGTERM")
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _process_start(pid: int) -> str:
-    """The process's start time in clock ticks since boot ('' where /proc is unavailable).
-
-    Together with the pid it names a process uniquely, so a recycled pid is not mistaken
-    for the process that logged a run.
-    """
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return stat.rsplit(")", 1)[-1].split()[19]  # field 22; the name may contain spaces
-
-
-def process_alive(pid: int, start: str = "") -> bool:
-    """True if process ``pid`` (started at ``start``, when known) is still running here."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # exists, owned by someone else
-    except OSError:
-        return False
-    if start and Path("/proc").is_dir():
-        now = _process_start(pid)
-        return now == start or now == ""
-    return True
-
-
-# --- SQLite contention ----------------------------------------------------------------------
-
-_LOCK_MESSAGES = ("database is locked", "database table is locked")
-
-
-def is_lock_error(exc: BaseException) -> bool:
-    """True for SQLite's "database is locked" (also when wrapped by MLflow or SQLAlchemy)."""
-    seen: set[int] = set()
-    e: BaseException | None = exc
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if any(m in str(e) for m in _LOCK_MESSAGES):
-            return True
-        e = e.__cause__ or e.__context__
-    return False
-
-
-def retry_locked(fn: Callable[..., T], *args: Any, attempts: int = 12,
-                 first_delay: float = 0.05, max_delay: float = 4.0, **kwargs: Any) -> T:
-    """``fn(*args, **kwargs)``, retried with jittered exponential backoff while SQLite says
-    "database is locked" (MLflow already waits 20 s per statement; a read that turns into a
-    write fails at once instead, which is what concurrent jobs hit)."""
-    for attempt in range(attempts):
-        try:
-            return fn(*args, **kwargs)
-        except Exception as e:
-            if attempt == attempts - 1 or not is_lock_error(e):
-                raise
-            delay = min(max_delay, first_delay * 2**attempt)
-            time.sleep(delay * (0.5 + random.random()))
-    raise AssertionError("unreachable")
-
-
-class _DropLockNoise(logging.Filter):
-    """MLflow logs every locked statement with a traceback; those we retry are not news."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            return not any(m in record.getMessage() for m in _LOCK_MESSAGES)
-        except Exception:  # noqa: BLE001 - a badly formatted record is not ours to judge
-            return True
-
-
-_QUIET = False
-
-
-def _quiet_mlflow_logs() -> None:
-    global _QUIET
-    if _QUIET:
-        return
-    logging.getLogger("mlflow.store.db.utils").addFilter(_DropLockNoise())
-    logging.getLogger("alembic").setLevel(logging.WARNING)  # schema migration chatter
-    _QUIET = True
-
-
-@contextmanager
-def store_lock(tracking_uri: str) -> Iterator[None]:
-    """An inter-process lock for a local SQLite store (no-op for other stores).
-
-    MLflow creates the schema of a fresh database on first use, and two processes doing so
-    at once fail ("table ... already exists"); holding this lock while opening the store and
-    creating the experiment makes the first job create it and the others wait. The lock is a
-    ``flock`` on the database's directory: no lock file is left behind, and the database
-    itself is never opened here (closing a descriptor would drop SQLite's own locks).
-    """
-    prefix = "sqlite:///"
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: rely on the retries
-        yield
-        return
-    if not tracking_uri.startswith(prefix):
-        yield
-        return
-    folder = Path(tracking_uri[len(prefix):].split("?", 1)[0]).parent
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # MLflow will report the problem
-        yield
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the flock
-
-
-# --- reachability ---------------------------------------------------------------------------
-
-
-def apply_http_defaults() -> None:
-    """Shorter MLflow HTTP retries/timeouts (see HTTP_DEFAULTS) unless the user set them."""
-    for key, value in HTTP_DEFAULTS.items():
-        os.environ.setdefault(key, value)
-
-
-def unreachable(tracking_uri: str, timeout: float = 5.0) -> str | None:
-    """Why an HTTP(S) tracking server cannot be reached, or None if it answers (any HTTP
-    status counts as an answer) or the URI is not HTTP. Takes at most ``timeout`` seconds."""
-    if urlsplit(tracking_uri).scheme not in ("http", "https"):
-        return None
-    try:
-        with urllib.request.urlopen(tracking_uri.rstrip("/") + "/health", timeout=timeout):
-            return None
-    except urllib.error.HTTPError:
-        return None
-    except urllib.error.URLError as e:
-        return f"cannot reach {tracking_uri}: {e.reason}"
-    except (OSError, ValueError) as e:
-        return f"cannot reach {tracking_uri}: {one_line(e)}"
-
-
-def sqlite_problem(tracking_uri: str) -> str | None:
-    """Why a local SQLite store cannot be written, or None (also for other stores).
-
-    Checked up front because MLflow retries opening an unusable database for ~100 s. The
-    database file itself is not opened (that could drop SQLite locks this process holds).
-    """
-    prefix = "sqlite:///"
-    if not tracking_uri.startswith(prefix):
-        return None
-    db = Path(tracking_uri[len(prefix):].split("?", 1)[0])
-    try:
-        db.parent.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=db.parent, prefix=".write-probe-")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as e:
-        return f"cannot write to {db.parent}: {e.strerror or one_line(e)}"
-    if db.exists() and not os.access(db, os.R_OK | os.W_OK):
-        return f"cannot write to {db}: permission denied"
-    return None
-
-
-# --- the tracker ----------------------------------------------------------------------------
-
-
 class Tracker:
     """MLflow client for one experiment: runs that never stay RUNNING, lock-tolerant writes.
 
@@ -332,7 +118,7 @@ class Tracker:
                  *, reap: bool = True) -> None:
         from mlflow import MlflowClient
 
-        _quiet_mlflow_logs()
+        quiet_mlflow_logs()
         self.tracking_uri = tracking_uri
         self._stack: list[str] = []
         with store_lock(tracking_uri):
@@ -411,7 +197,7 @@ class Tracker:
         from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
         all_tags = {**{k: str(v) for k, v in tags.items()}, "host": HOST,
-                    "pid": str(os.getpid()), "pid_start": _process_start(os.getpid()),
+                    "pid": str(os.getpid()), "pid_start": process_start(os.getpid()),
                     MLFLOW_RUN_NAME: name}
         if nested and self._stack:
             all_tags[MLFLOW_PARENT_RUN_ID] = self._stack[-1]

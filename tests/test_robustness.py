@@ -217,7 +217,7 @@ def test_sigterm_and_sigkill_leave_no_run_running(tmp_path: Path) -> None:
 
 def test_process_alive_checks_pid_and_start_time() -> None:
     me = os.getpid()
-    start = tracking._process_start(me)
+    start = tracking.process_start(me)
     assert tracking.process_alive(me, start)
     assert tracking.process_alive(me, "")
     if start:  # /proc available: a recycled pid (other start time) is not our process
