@@ -65,7 +65,8 @@ class Store:
         df = pd.read_csv(path, keep_default_na=False, na_values=[""])
         for k, v in run.data.params.items():
             if k in ("seed", "dataset.contradiction_rate", "protocol.feedback_rate",
-                     "query_split") or k.startswith("weights."):
+                     "query_split", "store.temporal_half_life_days",
+                     "store.contradiction_similarity") or k.startswith("weights."):
                 df[k] = v
         return df
 
@@ -186,6 +187,7 @@ def robustness(store: Store, out: Path) -> dict[str, str]:
     if pred.empty:
         return {}
     rows = []
+    pred = pred.astype({"dataset.contradiction_rate": float})
     for (rate, m), sub in pred.groupby(["dataset.contradiction_rate", "method"], sort=True):
         q = quality(sub)
         rows.append({"rate": float(rate), "method": m, **{k: q[k] for k in (
@@ -229,6 +231,7 @@ def feedback(store: Store, out: Path) -> dict[str, str]:
     if pred.empty:
         return {}
     rows = []
+    pred = pred.astype({"protocol.feedback_rate": float})
     for (rate, m), sub in pred.groupby(["protocol.feedback_rate", "method"], sort=True):
         row = {"feedback rate": float(rate), "method": m,
                "top-1 accuracy": _fmt(*_ci(sub["grade"].eq("correct").to_numpy()))}
@@ -288,6 +291,24 @@ def weights(store: Store, out: Path) -> dict[str, str]:
     top["dev accuracy"] = [f"{100 * a:.1f}%" for a in top["dev accuracy"]]
     return {"weights_test": _write(pd.DataFrame(rows), out, "weights_test"),
             "weights_dev_top": _write(top, out, "weights_dev_top")}
+
+
+def sensitivity(store: Store, out: Path) -> dict[str, str]:
+    pred = _pooled(store, "paper_sensitivity")
+    if pred.empty:
+        return {}
+    rows = []
+    keys = ["store.temporal_half_life_days", "store.contradiction_similarity"]
+    pred = pred.astype({k: float for k in keys})
+    for (half, thr), sub in pred.groupby(keys, sort=True):
+        rows.append({
+            "temporal half-life (days)": f"{float(half):g}",
+            "contradiction threshold (cosine)": f"{float(thr):g}",
+            "top-1 accuracy": _fmt(*_ci(sub["grade"].eq("correct").to_numpy())),
+            "stale rate": _fmt(*_ci(sub["grade"].eq("stale").to_numpy())),
+            "contradicted": _fmt(*_ci(sub["grade"].eq("contradicted").to_numpy())),
+        })
+    return {"sensitivity": _write(pd.DataFrame(rows), out, "sensitivity")}
 
 
 def reembed_length(store: Store, out: Path) -> dict[str, str]:
@@ -351,7 +372,7 @@ def _plot_robustness(df: pd.DataFrame, path: Path) -> None:
 def _plot_feedback(df: pd.DataFrame, path: Path) -> None:
     fig, ax = _fig()
     for (rate, m), sub in df.groupby(["feedback rate", "method"], sort=True):
-        if m == "plain_cosine" and rate > 0:
+        if m != "smartvector" and rate > 0:  # feedback does not change these rankings much
             continue
         ax.plot([1, 2, 3, 4], sub[["Q1", "Q2", "Q3", "Q4"]].to_numpy()[0] * 100, marker="o",
                 label=f"{m}, feedback on {rate:.0%} of queries")
@@ -374,7 +395,10 @@ def _plot_reembed(df: pd.DataFrame, path: Path) -> None:
               "surgical": "SmartVector surgical update"}
     for col, label in labels.items():
         if col in df:
-            ax.plot(df["paragraphs"], df[col], marker="o", label=label)
+            dashed = col == "hash_dedup_paragraph"
+            ax.plot(df["paragraphs"], df[col], marker="s" if dashed else "o",
+                    linestyle="--" if dashed else "-", markersize=9 if dashed else 6,
+                    label=label + (" (= surgical)" if dashed else ""), zorder=3 - dashed)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("Document length (paragraphs)")
@@ -407,7 +431,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     store = Store(resolve_tracking_uri(args.tracking_uri, Path.cwd()))
     tables: dict[str, str] = {}
-    for build in (table1, robustness, time_travel, feedback, weights, reembed_length):
+    for build in (table1, robustness, time_travel, feedback, sensitivity, weights,
+                  reembed_length):
         made = build(store, out)
         print(f"{build.__name__}: {', '.join(made) or 'no finished runs'}")
         tables.update(made)
