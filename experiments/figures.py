@@ -66,7 +66,8 @@ class Store:
         for k, v in run.data.params.items():
             if k in ("seed", "dataset.contradiction_rate", "protocol.feedback_rate",
                      "query_split", "store.temporal_half_life_days",
-                     "store.contradiction_similarity") or k.startswith("weights."):
+                     "store.contradiction_similarity", "dataset.authority_age_correlation"
+                     ) or k.startswith("weights."):
                 df[k] = v
         return df
 
@@ -311,6 +312,20 @@ def sensitivity(store: Store, out: Path) -> dict[str, str]:
     return {"sensitivity": _write(pd.DataFrame(rows), out, "sensitivity")}
 
 
+def authority(store: Store, out: Path) -> dict[str, str]:
+    pred = _pooled(store, "paper_authority")
+    if pred.empty:
+        return {}
+    key = "dataset.authority_age_correlation"
+    pred = pred.astype({key: float})
+    rows = []
+    for (corr, m), sub in pred.groupby([key, "method"], sort=True):
+        rows.append({"revisions via a lower channel": f"{corr:.0%}", "method": m,
+                     "top-1 accuracy": _fmt(*_ci(sub["grade"].eq("correct").to_numpy())),
+                     "stale rate": _fmt(*_ci(sub["grade"].eq("stale").to_numpy()))})
+    return {"authority": _write(pd.DataFrame(rows), out, "authority")}
+
+
 def reembed_length(store: Store, out: Path) -> dict[str, str]:
     parents = store.parents("paper_reembed_length")
     if not parents:
@@ -431,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     store = Store(resolve_tracking_uri(args.tracking_uri, Path.cwd()))
     tables: dict[str, str] = {}
-    for build in (table1, robustness, time_travel, feedback, sensitivity, weights,
+    for build in (table1, robustness, time_travel, feedback, sensitivity, authority, weights,
                   reembed_length):
         made = build(store, out)
         print(f"{build.__name__}: {', '.join(made) or 'no finished runs'}")

@@ -6,8 +6,8 @@ the report's tables in ``results/``, from the MLflow store alone).
 Studies: Table 1 with ablation and calibration (``+experiment=table1``), robustness to
 injected contradictions, time-travel queries, simulated feedback, re-embedding cost vs
 document length, a sensitivity analysis of the temporal half-life and the contradiction
-threshold, and a weight grid tuned on the development half of seed 0's queries and
-reported on the held-out test half of five seeds. Configurations already finished in the
+threshold, the effect of the authority-age correlation, and a weight grid tuned on the
+development half of seed 0's queries and reported on the held-out test half of five seeds. Configurations already finished in the
 store are skipped, so an interrupted reproduction resumes where it stopped.
 """
 
@@ -23,7 +23,8 @@ from pathlib import Path
 from .config import WeightsConfig
 from .tracking import resolve_tracking_uri
 
-SWEEPS = ("table1", "robustness", "time_travel", "feedback", "sensitivity", "weights_dev")
+SWEEPS = ("table1", "robustness", "time_travel", "feedback", "sensitivity", "authority",
+          "weights_dev")
 REEMBED_LENGTHS = "5,10,20,50,100,200,500"
 
 
