@@ -7,8 +7,9 @@ Studies: Table 1 with ablation and calibration (``+experiment=table1``), robustn
 injected contradictions, time-travel queries, simulated feedback, re-embedding cost vs
 document length, a sensitivity analysis of the temporal half-life and the contradiction
 threshold, the effect of the authority-age correlation, and a weight grid tuned on the
-development half of seed 0's queries and reported on the held-out test half of five seeds. Configurations already finished in the
-store are skipped, so an interrupted reproduction resumes where it stopped.
+development half of seed 0's queries and reported on the held-out test half of five seeds.
+Configurations already finished in the store are skipped, so an interrupted reproduction
+resumes where it stopped.
 """
 
 from __future__ import annotations
