@@ -20,17 +20,20 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .timeutil import DAY
-from .vector import ConsolidationReport
+from .vector import ConsolidationReport, Event
 
 if TYPE_CHECKING:
     from .store import SmartVectorStore
 
 _QUANTITY = re.compile(r"(?<![\w.])(\$?\d+(?:[.,]\d+)*)\s*(%|[a-z]+)?", re.IGNORECASE)
+_DIGIT = re.compile(r"\d")
 
 
 @lru_cache(maxsize=65536)
 def claims(text: str) -> frozenset[str]:
     """The quantities a text states, normalised: ``"90 days"`` -> ``"90 day"``."""
+    if not _DIGIT.search(text):  # no digit, no quantity (and a fast scan)
+        return frozenset()
     out = set()
     for num, unit in _QUANTITY.findall(text):
         num = num.replace(",", "")
@@ -73,8 +76,21 @@ def resolve(store: SmartVectorStore, a: int, b: int) -> tuple[int, int, str]:
     return winner, loser, ", ".join(reasons) or "tie"
 
 
+def _log_all(store: SmartVectorStore, rows: np.ndarray, t: float, kind: str) -> None:
+    """``store.log(r, t, kind)`` for every row, sharing one (immutable) event object."""
+    ev = Event(t, kind)
+    events = store.events
+    for r in rows.tolist():
+        events.setdefault(r, []).append(ev)
+
+
 def consolidate(store: SmartVectorStore, t: float) -> ConsolidationReport:
-    """One consolidation pass at time ``t`` (see the module docstring)."""
+    """One consolidation pass at time ``t`` (see the module docstring).
+
+    Vectorised over rows where the outcome does not depend on order (masks, column updates,
+    one batched index search); Python loops remain only over contradiction candidates that
+    pass the similarity test and over the rows whose events carry their own details.
+    """
     report = ConsolidationReport(at=t)
     n = len(store)
     if n == 0:
@@ -89,45 +105,23 @@ def consolidate(store: SmartVectorStore, t: float) -> ConsolidationReport:
     active = np.flatnonzero(live & (c["consolidated_at"] <= t) & ~(c["dormant_at"] <= t))
     if len(active):
         conf = store.confidence_at(active, t)
-        for r, cf in zip(active[store.engine.is_dormant(conf)].tolist(),
-                         conf[store.engine.is_dormant(conf)].tolist(), strict=True):
-            c["dormant_at"][r] = t
+        low = store.engine.is_dormant(conf)
+        c["dormant_at"][active[low]] = t
+        for r, cf in zip(active[low].tolist(), conf[low].tolist(), strict=True):
             store.log(r, t, "dormant", detail=f"confidence {cf:.3f} below threshold")
-            report.dormant += 1
+        report.dormant += int(np.count_nonzero(low))
 
     new = np.flatnonzero(exists & np.isinf(c["consolidated_at"]))
     new_live = new[live[new]]
     touched: set[int] = set()
     ripple_sources: list[int] = []
 
-    # 2. contradictions among index neighbours of the new vectors
-    if len(new_live):
-        # over-fetch so that deprecated or future neighbours do not crowd out live ones
-        k = min(2 * params.neighbours + 1, len(store.index))
-        labels, sims = store.index.search(store.index.get_vectors(new_live), k)
-        for a, labs, ss in zip(new_live.tolist(), labels, sims, strict=True):
-            ok = live[labs] & (labs != a)
-            for b, s in list(zip(labs[ok].tolist(), ss[ok].tolist(), strict=True))[
-                    : params.neighbours]:
-                if (s < params.contradiction_similarity
-                        or store.doc_of[a] == store.doc_of[b]
-                        or b in store.graph.neighbours("contradicts", a)
-                        or not differ_in_claims(store.texts[a], store.texts[b])):
-                    continue
-                winner, loser, why = resolve(store, a, b)
-                store.graph.link_contradicts(a, b, t)
-                store.penalise(loser, params.contradiction_penalty, t, "contradiction",
-                               f"lost to {store.ids[winner]} ({why})")
-                ripple_sources.append(loser)
-                report.contradictions += 1
-                report.details.append(
-                    f"contradiction {store.ids[a]} ~ {store.ids[b]} (cos {s:.2f}): "
-                    f"kept {store.ids[winner]} ({why})")
-
-    # 3. dependency edges from document metadata, to the closest live chunk of each target
+    # the dependency step's documents (step 3), planned now so that the vectors of both
+    # steps are read from the index at once (a bulk read copies the whole index)
     new_docs = {store.doc_of[r] for r in new.tolist()}
     affected = [d for d, s in store.docs.items()
                 if s.depends_on and (d in new_docs or new_docs.intersection(s.depends_on))]
+    plan: list[tuple[list[int], list[int]]] = []  # (live rows, live rows of one target)
     for d in sorted(affected):
         doc = store.docs[d]
         rows = [r for r in doc.rows if live[r]]
@@ -136,19 +130,60 @@ def consolidate(store: SmartVectorStore, t: float) -> ConsolidationReport:
             if tdoc is None or not rows:
                 continue
             trows = [r for r in tdoc.rows if live[r]]
-            if not trows:
+            if trows:
+                plan.append((rows, trows))
+    need = np.union1d(new_live, np.array([r for rows, trows in plan for r in rows + trows],
+                                         dtype=np.int64))
+    vectors = store.index.get_vectors(need)
+
+    # 2. contradictions among index neighbours of the new vectors
+    if len(new_live):
+        # over-fetch so that deprecated or future neighbours do not crowd out live ones
+        k = min(2 * params.neighbours + 1, len(store.index))
+        labels, sims = store.index.search(vectors[np.searchsorted(need, new_live)], k)
+        # each new vector's first `neighbours` live neighbours (itself excluded) that are
+        # similar enough, in row order then similarity order, as the pairs are resolved
+        ok = live[labels] & (labels != new_live[:, None])
+        ok &= np.cumsum(ok, axis=1) <= params.neighbours
+        ok &= sims.astype(np.float64) >= params.contradiction_similarity
+        ia, jb = np.nonzero(ok)
+        doc_of, texts = store.doc_of, store.texts
+        claims_of: dict[int, frozenset[str]] = {}
+        for a, b, s in zip(new_live[ia].tolist(), labels[ia, jb].tolist(),
+                           sims[ia, jb].tolist(), strict=True):
+            if doc_of[a] == doc_of[b]:
                 continue
-            sims = store.index.get_vectors(np.array(rows)) @ store.index.get_vectors(
-                np.array(trows)).T
-            for i, r in enumerate(rows):
-                linked = set(store.graph.neighbours("depends_on", r))
-                if linked.intersection(trows):
-                    continue
-                j = int(np.argmax(sims[i]))
-                if sims[i, j] >= params.dependency_similarity:
-                    if store.graph.link_dependency(r, trows[j], t):
-                        touched.update((r, trows[j]))
-                        report.dependency_edges += 1
+            ca = claims_of.get(a)
+            if ca is None:
+                ca = claims_of[a] = claims(texts[a])
+            cb = claims_of.get(b)
+            if cb is None:
+                cb = claims_of[b] = claims(texts[b])
+            if not ca or not cb or ca & cb or store.graph.has("contradicts", a, b):
+                continue
+            winner, loser, why = resolve(store, a, b)
+            store.graph.link_contradicts(a, b, t)
+            store.penalise(loser, params.contradiction_penalty, t, "contradiction",
+                           f"lost to {store.ids[winner]} ({why})")
+            ripple_sources.append(loser)
+            report.contradictions += 1
+            report.details.append(
+                f"contradiction {store.ids[a]} ~ {store.ids[b]} (cos {s:.2f}): "
+                f"kept {store.ids[winner]} ({why})")
+
+    # 3. dependency edges from document metadata, to the closest live chunk of each target
+    for rows, trows in plan:
+        sims = (vectors[np.searchsorted(need, rows)]
+                @ vectors[np.searchsorted(need, trows)].T)
+        for i, r in enumerate(rows):
+            linked = set(store.graph.neighbours("depends_on", r))
+            if linked.intersection(trows):
+                continue
+            j = int(np.argmax(sims[i]))
+            if sims[i, j] >= params.dependency_similarity:
+                if store.graph.link_dependency(r, trows[j], t):
+                    touched.update((r, trows[j]))
+                    report.dependency_edges += 1
     store._refresh_edge_counts(touched, t)
 
     # 4. ripples from replacements made since the last pass, and from contradiction losers
@@ -160,15 +195,13 @@ def consolidate(store: SmartVectorStore, t: float) -> ConsolidationReport:
     # 5. archival of vectors deprecated long enough ago
     old = np.flatnonzero((c["superseded_at"] + params.archive_after_days * DAY <= t)
                          & np.isinf(c["archived_at"]))
-    for r in old.tolist():
-        c["archived_at"][r] = t
-        store.log(r, t, "archived")
+    c["archived_at"][old] = t
+    _log_all(store, old, t, "archived")
     report.archived = len(old)
 
     # 6. promotion: every vector seen for the first time becomes ACTIVE
-    for r in new_live.tolist():
-        c["consolidated_at"][r] = t
-        store.log(r, t, "promoted")
+    c["consolidated_at"][new_live] = t
+    _log_all(store, new_live, t, "promoted")
     report.promoted = len(new_live)
     store.last_consolidated = t
     return report

@@ -45,6 +45,13 @@ class EdgeGraph:
         """Rows linked from ``row`` by ``kind`` edges made at or before ``at``."""
         return [o for o, t in self._adj[kind].get(row, ()) if at is None or t <= at]
 
+    def has(self, kind: str, a: int, b: int) -> bool:
+        """Whether ``a`` has a ``kind`` edge to ``b`` (made at any time)."""
+        for o, _ in self._adj[kind].get(a, ()):
+            if o == b:
+                return True
+        return False
+
     def last_time(self, row: int) -> float:
         """Time of the latest edge of any kind from ``row`` (``-inf`` if it has none)."""
         return max((t for adj in self._adj.values() for _, t in adj.get(row, ())),

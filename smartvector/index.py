@@ -22,6 +22,7 @@ import hnswlib
 import numpy as np
 
 _QUERY_BLOCK_BYTES = 1 << 26  # similarity block per exact search step (64 MiB of float32)
+_ROW_BLOCK = 8192  # rows normalised at a time (bounds float64 temporaries)
 
 
 @runtime_checkable
@@ -69,14 +70,23 @@ def _unit_rows(vectors: Any, dim: int, names: np.ndarray | None) -> np.ndarray:
         x = x.reshape(1, -1)
     if x.ndim != 2 or x.shape[1] != dim:
         raise ValueError(f"expected vectors of shape (n, {dim}), got {np.shape(vectors)}")
-    norms = np.linalg.norm(x.astype(np.float64), axis=1)
+    if len(x) <= _ROW_BLOCK:
+        norms = np.linalg.norm(x.astype(np.float64), axis=1)
+    else:  # in blocks: float64 temporaries of a whole large batch cost more than the math
+        norms = np.concatenate([np.linalg.norm(x[s:s + _ROW_BLOCK].astype(np.float64), axis=1)
+                                for s in range(0, len(x), _ROW_BLOCK)])
     bad = np.flatnonzero(~np.isfinite(norms) | (norms == 0))
     if bad.size:
         i = int(bad[0])
         what = f"query {i}" if names is None else f"vector with label {int(names[i])}"
         problem = "zero norm" if norms[i] == 0 else "non-finite values"
         raise ValueError(f"{what} has {problem}; cosine similarity is undefined")
-    return (x / norms[:, None]).astype(np.float32)
+    if len(x) <= _ROW_BLOCK:
+        return (x / norms[:, None]).astype(np.float32)
+    out = np.empty(x.shape, dtype=np.float32)
+    for s in range(0, len(x), _ROW_BLOCK):
+        out[s:s + _ROW_BLOCK] = x[s:s + _ROW_BLOCK] / norms[s:s + _ROW_BLOCK, None]
+    return out
 
 
 def _prepare_add(labels: Any, vectors: Any, dim: int) -> tuple[np.ndarray, np.ndarray]:
@@ -312,7 +322,10 @@ class HnswIndex:
             sims = q @ self.get_vectors(all_labels).T
             return _top_k(sims, all_labels, k)
         sims = (1.0 - dists).astype(np.float32)
-        return _order(labels.astype(np.int64), sims)
+        labels = labels.astype(np.int64)
+        if k > 1 and not (sims[:, 1:] >= sims[:, :-1]).any():
+            return labels, sims  # strictly decreasing already: no tie to break by label
+        return _order(labels, sims)
 
     def get_vectors(self, labels: np.ndarray) -> np.ndarray:
         """Stored unit vectors for ``labels``, in order; KeyError for an unknown label."""
@@ -322,8 +335,40 @@ class HnswIndex:
                 raise KeyError(f"label {lab} is not in the index")
         if labels.size == 0:
             return np.empty((0, self.dim), dtype=np.float32)
+        if labels.size >= 1024 and 20 * labels.size > len(self):
+            bulk = self._bulk_vectors(labels)
+            if bulk is not None:
+                return bulk
         items = self._index.get_items(labels.astype(np.uint64), return_type="numpy")
         return np.ascontiguousarray(items, dtype=np.float32)
+
+    def _bulk_vectors(self, labels: np.ndarray) -> np.ndarray | None:
+        """Vectors read from one copy of hnswlib's level-0 memory (its pickled state).
+
+        ``get_items`` goes through a Python list of floats per vector (~20 us each), so many
+        labels are read faster by copying the whole index once (~1 ns per byte). None if the
+        state does not have the layout of hnswlib 0.8 (the caller then uses ``get_items``).
+        """
+        try:
+            state = self._index.__getstate__()[0]
+            n, size = state["cur_element_count"], state["size_data_per_element"]
+            off, lab_off = state["offset_data"], state["label_offset"]
+            raw = state["data_level0"]
+            external = state["label_lookup_external"].astype(np.uint64)  # label -> internal id
+            internal_of = state["label_lookup_internal"].astype(np.int64)
+        except (AttributeError, IndexError, KeyError, TypeError):
+            return None
+        if (state.get("ser_version") != 1 or raw.size != n * size or lab_off - off != 4 * self.dim
+                or state.get("space") != "cosine" or len(external) != len(internal_of)):
+            return None
+        want = labels.astype(np.uint64)
+        order = np.argsort(external)
+        pos = np.minimum(np.searchsorted(external, want, sorter=order), len(external) - 1)
+        if not (external[order[pos]] == want).all():
+            return None
+        internal = internal_of[order[pos]]
+        rows = raw.view(np.uint8).reshape(n, size)[internal, off:lab_off]
+        return np.ascontiguousarray(rows).view(np.float32)
 
     @property
     def labels(self) -> np.ndarray:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +43,46 @@ from .vector import (
 )
 
 _FORMAT_VERSION = 1
+_BLANK_LINE = re.compile(r"\n\s*\n")
+_BULK_BLOCK = 65536  # rows per index insertion in add_vectors (bounds temporary copies)
+_FETCH_MARGIN = 1.25  # first fetch = n / (estimated visible share) * margin
+_STATUS = tuple(Status)
+
+
+class _PendingAdds:
+    """Stands in for the index while :meth:`SmartVectorStore.add_vectors` runs: ``add`` calls
+    are collected and inserted in order at the end, in large batches (hnswlib inserts a batch
+    on all its threads, a few vectors on one)."""
+
+    def __init__(self, index: VectorIndex) -> None:
+        self.index, self.dim = index, index.dim
+        self.labels: list[np.ndarray] = []
+        self.vectors: list[np.ndarray] = []
+
+    def __len__(self) -> int:
+        return len(self.index) + sum(map(len, self.labels))
+
+    def add(self, labels: np.ndarray, vectors: np.ndarray) -> None:
+        self.labels.append(np.asarray(labels, dtype=np.int64).reshape(-1))
+        self.vectors.append(np.asarray(vectors, dtype=np.float32).reshape(-1, self.dim))
+
+    def flush(self) -> None:
+        if not self.labels:
+            return
+        labels, vectors = np.concatenate(self.labels), np.concatenate(self.vectors)
+        self.labels, self.vectors = [], []
+        for b in range(0, len(labels), _BULK_BLOCK):
+            self.index.add(labels[b:b + _BULK_BLOCK], vectors[b:b + _BULK_BLOCK])
+
+
+def _per_row(value, n: int, name: str) -> list:
+    """``value`` as a list of ``n`` items: a scalar repeated, or a sequence of length ``n``."""
+    if value is None or isinstance(value, str | int | float | np.integer | np.floating):
+        return [value] * n
+    out = list(value)
+    if len(out) != n:
+        raise ValueError(f"{name}: {len(out)} values for {n} rows")
+    return out
 
 
 @dataclass
@@ -130,6 +171,7 @@ class SmartVectorStore:
         valid_to: TimeLike | None = None,
         depends_on: Iterable[str] = (),
         meta: dict | None = None,
+        embeddings: np.ndarray | None = None,
     ) -> UpdateReport:
         """Ingest a document, or a new version of one (a surgical update).
 
@@ -137,6 +179,9 @@ class SmartVectorStore:
         A new version is diffed chunk by chunk against the current one: untouched chunks
         keep their vectors, touched ones are deprecated and superseded by freshly embedded
         replacements that inherit their dependency edges and are queued for a ripple.
+        ``embeddings`` (optional) are precomputed embeddings, one row per chunk of ``text``
+        as :func:`~smartvector.chunking.chunk_text` cuts it; then the embedder is not called
+        and only the rows of chunks that need a vector are used.
         """
         t = to_ts(at)
         doc = self.docs.get(doc_id)
@@ -158,6 +203,12 @@ class SmartVectorStore:
         vt = np.inf if valid_to is None else to_ts(valid_to)
         if not vt > vf:
             raise ValueError(f"document {doc_id!r} version {version}: valid_to <= valid_from")
+        if embeddings is not None:
+            embeddings = np.asarray(embeddings, dtype=np.float32)
+            if embeddings.shape != (len(chunks), self.index.dim):
+                raise ValueError(f"document {doc_id!r}: {len(chunks)} chunks need embeddings of "
+                                 f"shape ({len(chunks)}, {self.index.dim}), "
+                                 f"got {embeddings.shape}")
         report = UpdateReport(doc_id, version, len(chunks), 0)
 
         if doc is None:
@@ -176,6 +227,7 @@ class SmartVectorStore:
         new_rows = self._append_chunks(
             doc_id, version, [chunks[j] for j in new_idx], t, vf, vt,
             (source_type, source_name or doc_id, author), auth, meta or {},
+            None if embeddings is None else embeddings[new_idx],
         )
         row_for = dict(zip(new_idx, new_rows, strict=True))
         rows = [-1] * len(chunks)
@@ -219,6 +271,176 @@ class SmartVectorStore:
         report.kept = len(kept)
         return report
 
+    def add_vectors(
+        self,
+        embeddings: np.ndarray,
+        texts: Sequence[str],
+        doc_ids: Sequence[str],
+        at: TimeLike,
+        *,
+        versions: int | Sequence[int] | None = None,
+        source_type: str | Sequence[str] | None = None,
+        authority: float | Sequence[float] | None = None,
+        author: str = "",
+        valid_from: TimeLike | None = None,
+        valid_to: TimeLike | None = None,
+        depends_on: Mapping[str, Iterable[str]] | None = None,
+        meta: dict | None = None,
+    ) -> list[UpdateReport]:
+        """Bulk ingestion of pre-chunked, pre-embedded documents, all at time ``at``.
+
+        Row ``i`` is chunk ``texts[i]`` of document ``doc_ids[i]``, embedded as
+        ``embeddings[i]``. A document's rows are contiguous and in chunk order, a document
+        appears once per call, and each text is one chunk as :func:`chunk_text` cuts it (one
+        paragraph: no blank line, no surrounding whitespace, at most ``max_chunk_chars``
+        characters); the document's text is its chunks joined by blank lines. ``versions``,
+        ``source_type`` and ``authority`` are one value for every row or one per row
+        (constant within a document); ``depends_on`` maps a doc id to the documents it
+        depends on.
+
+        The store ends exactly as if :meth:`add_document` had been called once per document,
+        in order, with ``embeddings=`` its rows (so a document already in the store gets a
+        surgical update: unchanged chunks keep their vectors), but runs of new documents are
+        added in bulk: columns, ids, events and the index are filled in one go. Everything is
+        validated before anything changes. Returns one :class:`UpdateReport` per document.
+        """
+        t = to_ts(at)
+        texts = list(texts)
+        n = len(texts)
+        emb = np.asarray(embeddings, dtype=np.float32)
+        if emb.shape != (n, self.index.dim):
+            raise ValueError(f"{n} texts need embeddings of shape ({n}, {self.index.dim}), "
+                             f"got {emb.shape}")
+        doc_ids = list(doc_ids)
+        if len(doc_ids) != n:
+            raise ValueError(f"{len(doc_ids)} doc ids for {n} texts")
+        vers = _per_row(versions, n, "versions")
+        stypes = _per_row(source_type, n, "source_type")
+        auths = _per_row(authority, n, "authority")
+        deps = depends_on or {}
+        vf = t if valid_from is None else to_ts(valid_from)
+        vt = np.inf if valid_to is None else to_ts(valid_to)
+        if not vt > vf:
+            raise ValueError("valid_to <= valid_from")
+        max_chars = self.config.max_chunk_chars
+        for i, text in enumerate(texts):
+            if (not isinstance(text, str) or not text or text != text.strip()
+                    or len(text) > max_chars or _BLANK_LINE.search(text)):
+                raise ValueError(f"row {i} ({doc_ids[i]!r}): text is not one chunk (empty, "
+                                 f"surrounding whitespace, a blank line or over {max_chars} "
+                                 "characters)")
+        norms = np.linalg.norm(emb.astype(np.float64), axis=1) if n else np.empty(0)
+        bad = np.flatnonzero(~np.isfinite(norms) | (norms == 0))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"row {i} ({doc_ids[i]!r}): embedding is zero or not finite")
+        # documents: contiguous runs of one doc id
+        starts = [0] + [i for i in range(1, n) if doc_ids[i] != doc_ids[i - 1]] if n else []
+        bounds = list(zip(starts, starts[1:] + [n], strict=True)) if n else []
+        if len({doc_ids[s] for s in starts}) != len(starts):
+            raise ValueError("a document's rows must be contiguous and appear once per call")
+        groups = []  # (doc_id, start, end, version, source_type, authority)
+        for s, e in bounds:
+            d = doc_ids[s]
+            for name, vals in (("versions", vers), ("source_type", stypes),
+                               ("authority", auths)):
+                if any(v != vals[s] for v in vals[s + 1:e]):
+                    raise ValueError(f"document {d!r}: {name} differ between its rows")
+            doc = self.docs.get(d)
+            version = vers[s] if vers[s] is not None else (doc.version + 1 if doc else 1)
+            if doc is not None:
+                if t < doc.updated_at:
+                    raise ValueError(
+                        f"document {d!r}: update at {t} is earlier than its last version "
+                        f"at {doc.updated_at}; ingest versions in time order")
+                if any(f"{d}@v{version}#{j}" in self._row_of for j in range(e - s)):
+                    raise ValueError(f"document {d!r}: version {version} exists already")
+            groups.append((d, s, e, int(version), stypes[s], auths[s]))
+
+        reports: list[UpdateReport] = []
+        run: list[tuple] = []
+        index = self.index
+        self.index = pending = _PendingAdds(index)  # type: ignore[assignment]
+        try:
+            for g in groups:
+                if g[0] in self.docs:
+                    reports.extend(self._add_new_documents(run, texts, emb, t, vf, vt, author,
+                                                           deps, meta))
+                    run = []
+                    d, s, e, version, st, auth = g
+                    reports.append(self.add_document(
+                        d, "\n\n".join(texts[s:e]), t, version=version, source_type=st,
+                        authority=auth, author=author, valid_from=vf, valid_to=vt,
+                        depends_on=deps.get(d, ()), meta=meta, embeddings=emb[s:e]))
+                else:
+                    run.append(g)
+            reports.extend(self._add_new_documents(run, texts, emb, t, vf, vt, author, deps,
+                                                   meta))
+        finally:
+            self.index = index
+            pending.flush()
+        return reports
+
+    def _add_new_documents(self, groups: list[tuple], texts: Sequence[str], emb: np.ndarray,
+                           t: float, vf: float, vt: float, author: str,
+                           deps: Mapping[str, Iterable[str]],
+                           meta: dict | None) -> list[UpdateReport]:
+        """The bulk path of :meth:`add_vectors`: documents not yet in the store."""
+        if not groups:
+            return []
+        sel = np.concatenate([np.arange(s, e) for _, s, e, *_ in groups])
+        rows = self.columns.append(len(sel))
+        self.index.add(rows, emb[sel])
+        cols = self.columns
+        sizes = np.array([e - s for _, s, e, *_ in groups])
+        chunk_index = sel - np.repeat([s for _, s, *_ in groups], sizes)
+        lengths = np.fromiter((len(texts[i]) for i in sel.tolist()), np.int64, len(sel))
+        ends = np.cumsum(lengths + 2) - 2
+        first = np.cumsum(sizes) - sizes  # position of each document's first row in sel
+        ends -= np.repeat(ends[first] - lengths[first], sizes)  # offsets within each document
+        starts = ends - lengths
+        cols["doc_version"][rows] = np.repeat([g[3] for g in groups], sizes)
+        cols["chunk_index"][rows] = chunk_index
+        cols["start"][rows] = starts
+        cols["end"][rows] = ends
+        cols["created_at"][rows] = t
+        cols["valid_from"][rows] = vf
+        cols["valid_to"][rows] = vt
+        auth = np.repeat([default_authority(st or "unknown") if a is None else float(a)
+                          for *_, st, a in groups], sizes)
+        cols["authority"][rows] = auth
+        cols["base_confidence"][rows] = auth
+        reports = []
+        starts_l, ends_l, idx_l = starts.tolist(), ends.tolist(), chunk_index.tolist()
+        r0 = int(rows[0])
+        pos = 0
+        for (d, s, e, version, st, _), a in zip(groups, auth[first].tolist(), strict=True):
+            st = st or "unknown"
+            source = (st, d, author)
+            m = meta or {}
+            doc_texts = texts[s:e]
+            chunks = []
+            ids = []
+            for k, text in enumerate(doc_texts):
+                j = idx_l[pos + k]
+                r = r0 + pos + k
+                vid = f"{d}@v{version}#{j}"
+                ids.append(vid)
+                self._row_of[vid] = r
+                self.events[r] = [Event(t, "created", 0.0, f"{d} v{version} chunk {j}")]
+                chunks.append(Chunk(j, starts_l[pos + k], ends_l[pos + k], text))
+            self.ids.extend(ids)
+            self.texts.extend(doc_texts)
+            self.doc_of.extend([d] * (e - s))
+            self.source_of.extend([source] * (e - s))
+            self.meta_of.extend([m] * (e - s))
+            doc_rows = list(range(r0 + pos, r0 + pos + e - s))
+            self.docs[d] = _Doc(version, "\n\n".join(doc_texts), doc_rows, chunks, t,
+                                tuple(deps.get(d, ())), st, a)
+            reports.append(UpdateReport(d, version, e - s, e - s, added=ids))
+            pos += e - s
+        return reports
+
     def _append_chunks(
         self,
         doc_id: str,
@@ -230,6 +452,7 @@ class SmartVectorStore:
         source: tuple[str, str, str],
         authority: float,
         meta: dict,
+        emb: np.ndarray | None = None,
     ) -> list[int]:
         if not chunks:
             return []
@@ -237,7 +460,9 @@ class SmartVectorStore:
         for vid in ids:
             if vid in self._row_of:
                 raise ValueError(f"vector {vid!r} exists already (repeated doc version?)")
-        emb = np.asarray(self.embedder.encode([c.text for c in chunks]), dtype=np.float32)
+        if emb is None:
+            emb = self.embedder.encode([c.text for c in chunks])
+        emb = np.asarray(emb, dtype=np.float32)
         if emb.shape != (len(chunks), self.index.dim):  # check before changing anything
             raise ValueError(f"{self.embedder.name} returned shape {emb.shape} for "
                              f"{len(chunks)} texts, expected ({len(chunks)}, {self.index.dim})")
@@ -302,19 +527,22 @@ class SmartVectorStore:
         neg = c["negative"][rows].astype(np.float64)
         acc = c["accesses"][rows].astype(np.float64)
         pen = c["penalty"][rows].copy()
-        for i in np.flatnonzero(c["last_event_at"][rows] > t):
+        late = np.flatnonzero(c["last_event_at"][rows] > t)
+        events = self.events
+        for i, r in zip(late.tolist(), rows[late].tolist(), strict=True):
             p = n = a = 0
             pe = 0.0
-            for ev in self.events.get(int(rows[i]), ()):
+            for ev in events.get(r, ()):
                 if ev.at > t:
                     continue
-                if ev.kind == "accepted":
-                    p += 1
-                elif ev.kind == "corrected":
-                    n += 1
-                elif ev.kind == "access":
+                kind = ev.kind
+                if kind == "access":
                     a += 1
-                elif ev.kind in ("ripple", "contradiction"):
+                elif kind == "accepted":
+                    p += 1
+                elif kind == "corrected":
+                    n += 1
+                elif kind == "ripple" or kind == "contradiction":
                     pe += -ev.delta
             pos[i], neg[i], acc[i], pen[i] = p, n, a, pe
         return pos, neg, acc, pen
@@ -345,7 +573,10 @@ class SmartVectorStore:
 
         Over-fetches from the index and filters with numpy masks (created by ``at``, and with
         ``lifecycle``, not deprecated or archived at ``at``), widening the fetch until enough
-        survive or the whole index has been seen.
+        survive or the whole index has been seen. The first fetch is ``n`` divided by the share
+        of rows visible at ``at`` (estimated on an evenly spaced sample of rows), with a
+        margin, so that one index search is usually enough; a widening scales the fetch by
+        the survival rate it saw.
         """
         t = to_ts(at)
         total = len(self.index)
@@ -353,20 +584,34 @@ class SmartVectorStore:
         if total == 0 or n <= 0:
             return Candidates(empty, np.empty(0), t, self)
         q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
-        fetch = min(total, n)
         c = self.columns
+        share = self.visible_share(t, lifecycle)
+        fetch = min(total, n if share >= 1 else int(n * _FETCH_MARGIN / max(share, 1 / 64)) + 1)
         while True:
             labels, sims = self.index.search(q, fetch)
             labels, sims = labels[0], sims[0]
             keep = c["created_at"][labels] <= t
             if lifecycle:
                 keep &= ~(c["superseded_at"][labels] <= t)
-            if keep.sum() >= n or fetch >= total:
+            kept = int(np.count_nonzero(keep))
+            if kept >= n or fetch >= total:
                 # exactly the n nearest visible rows, however many were fetched: the pool
                 # must not depend on how many invisible (future, deprecated) rows exist
                 idx = np.flatnonzero(keep)[:n]
                 return Candidates(labels[idx], sims[idx].astype(np.float64), t, self)
-            fetch = min(total, fetch * 4)
+            grow = min(8.0, max(2.0, _FETCH_MARGIN * n / max(kept, 1)))
+            fetch = min(total, int(fetch * grow) + 1)
+
+    def visible_share(self, at: TimeLike, lifecycle: bool = True) -> float:
+        """Estimated share of rows visible at ``at`` (created, and with ``lifecycle`` not
+        deprecated), counted on at most ~1,000 evenly spaced rows: deterministic, ~10 us."""
+        t = to_ts(at)
+        c = self.columns
+        step = max(1, len(c) // 1024)
+        vis = c["created_at"][::step] <= t
+        if lifecycle:
+            vis &= ~(c["superseded_at"][::step] <= t)
+        return float(np.count_nonzero(vis)) / max(len(vis), 1)
 
     def signals(self, cand: Candidates) -> dict[str, np.ndarray]:
         """The four signals of every candidate."""
@@ -416,10 +661,12 @@ class SmartVectorStore:
         rows = cand.rows[order]
         status = self.status_at(rows, cand.at)
         hits = [
-            Hit(self.ids[r], self.doc_of[r], self.texts[r], float(score[o]),
-                float(sig["semantic"][o]), float(sig["temporal"][o]),
-                float(sig["confidence"][o]), float(sig["relational"][o]), Status(s))
-            for r, o, s in zip(rows.tolist(), order.tolist(), status.tolist(), strict=True)
+            Hit(self.ids[r], self.doc_of[r], self.texts[r], *values, _STATUS[s])
+            for r, s, *values in zip(
+                rows.tolist(), status.tolist(), score[order].tolist(),
+                *(sig[name][order].tolist()
+                  for name in ("semantic", "temporal", "confidence", "relational")),
+                strict=True)
         ]
         if self.config.record_access if record_access is None else record_access:
             self.record_access(rows, cand.at)
@@ -429,13 +676,16 @@ class SmartVectorStore:
     def record_access(self, rows: Iterable[int], at: TimeLike) -> None:
         """Count a retrieval of each row at ``at`` (access reinforcement)."""
         t = to_ts(at)
+        rows = np.fromiter((int(r) for r in rows), np.int64) if not isinstance(
+            rows, np.ndarray) else rows.astype(np.int64).reshape(-1)
         c = self.columns
-        for r in rows:
-            r = int(r)
-            c["accesses"][r] += 1
-            c["last_accessed"][r] = t
-            c["last_event_at"][r] = max(c["last_event_at"][r], t)
-            self.log(r, t, "access")
+        np.add.at(c["accesses"], rows, 1)
+        c["last_accessed"][rows] = t
+        c["last_event_at"][rows] = np.maximum(c["last_event_at"][rows], t)
+        ev = Event(t, "access")  # immutable: one object serves every row
+        events = self.events
+        for r in rows.tolist():
+            events.setdefault(r, []).append(ev)
 
     def feedback(self, vector_id: str, accepted: bool, at: TimeLike) -> float:
         """Record a user's acceptance or correction; returns the new live confidence."""

@@ -22,7 +22,7 @@ class Status(IntEnum):
 SEARCHABLE = (Status.UNCONSOLIDATED, Status.ACTIVE, Status.DORMANT)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Event:
     """Something that happened to a vector: why its confidence or status changed."""
 

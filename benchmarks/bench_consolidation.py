@@ -1,0 +1,130 @@
+"""Consolidation ("sleep") cost at 10^4..10^6 vectors, its growth exponent, vs the PoC.
+
+    python -m benchmarks.bench_consolidation [--sizes 1e4,1e5,1e6]
+
+For each size the synthetic knowledge base of :mod:`benchmarks.workload` (30% of vectors
+superseded, contradicting quantities, dependencies between documents) is bulk-ingested over
+its year on an hnswlib index (M=16, ef_construction=100, 2 threads for building and for the
+batched neighbour search), with no consolidation in between. Then, timed:
+
+* ``initial pass`` (day 361): every vector is new, so the pass searches the index neighbours of
+  all of them for contradictions (the dominant cost), links the dependencies of every document,
+  sends the ripples of every replacement, archives the deprecated and promotes everything;
+* ``next pass`` (day 421): nothing new, every vector is active, so the pass checks dormancy
+  (live confidence) over all of them, and archives.
+
+``full`` is their sum: every vector went through every step once. The exponent of a log-log fit
+of time against size says how it grows (1 = linear). The reference proof-of-concept compares
+all pairs with difflib; it is timed in a subprocess at small sizes and extrapolated (fitted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from smartvector.timeutil import DAY
+
+from .common import loglog_fit, machine, poc_vectors, rss_bytes, run_poc, sizes_arg, write_result
+from .workload import T0, ingest, make_corpus, new_store
+
+
+def bench_size(n: int, args, log) -> dict:
+    out: dict = {"n_target": n}
+    corpus = make_corpus(n, seed=args.seed)
+    store = new_store(threads=args.threads)
+    t = time.perf_counter()
+    ingest(corpus, store)
+    out["ingest_s"] = round(time.perf_counter() - t, 2)
+    out["n"] = len(store)
+    log(f"  ingested {len(store):,} vectors in {out['ingest_s']} s")
+    # time the index work inside the pass
+    spent = {"search": 0.0, "get_vectors": 0.0}
+    index = store.index
+    for name in spent:
+        fn = getattr(index, name)
+
+        def timed(*a, _fn=fn, _name=name, **kw):
+            t0 = time.perf_counter()
+            try:
+                return _fn(*a, **kw)
+            finally:
+                spent[_name] += time.perf_counter() - t0
+        setattr(index, name, timed)
+    passes = {}
+    for label, day in (("initial", 361.0), ("next", 421.0)):
+        for k in spent:
+            spent[k] = 0.0
+        rss0 = rss_bytes()
+        t = time.perf_counter()
+        rep = store.consolidate(T0 + day * DAY)
+        dt = time.perf_counter() - t
+        passes[label] = {
+            "seconds": round(dt, 3), "index_search_s": round(spent["search"], 3),
+            "index_get_vectors_s": round(spent["get_vectors"], 3),
+            "rss_growth_mib": round((rss_bytes() - rss0) / 2**20, 1),
+            "report": {k: getattr(rep, k) for k in ("checked", "dormant", "contradictions",
+                                                     "dependency_edges", "ripples", "archived",
+                                                     "promoted")}}
+        log(f"  {label} pass at day {day:.0f}: {dt:.2f} s (index search {spent['search']:.2f} s)"
+            f" {passes[label]['report']}")
+    for name in spent:
+        delattr(index, name)
+    out["passes"] = passes
+    out["full_s"] = round(sum(p["seconds"] for p in passes.values()), 3)
+    return out
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", type=sizes_arg, default=sizes_arg("1e4,1e5,1e6"))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=2,
+                    help="hnswlib threads for building and the batched neighbour search")
+    ap.add_argument("--poc-sizes", type=sizes_arg, default=sizes_arg("250,500,1000,2000"))
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    log = print
+    t_start = time.perf_counter()
+    res: dict = {"benchmark": "consolidation", "machine": machine(),
+                 "params": {"M": 16, "ef_construction": 100, "ef_search": 64,
+                            "threads": args.threads, "neighbours": 10, "seed": args.seed},
+                 "sizes": {}}
+    for n in args.sizes:
+        log(f"size {n:,}")
+        res["sizes"][str(n)] = bench_size(n, args, log)
+    rows = list(res["sizes"].values())
+    if len(rows) >= 2:
+        fits = {}
+        for what, get in (("initial", lambda r: r["passes"]["initial"]["seconds"]),
+                          ("next", lambda r: r["passes"]["next"]["seconds"]),
+                          ("full", lambda r: r["full_s"])):
+            b, a = loglog_fit([r["n"] for r in rows], [get(r) for r in rows])
+            fits[what] = {"exponent": round(b, 3), "coef_s": a}
+        res["fit"] = fits
+        log("log-log exponents (1 = linear): " +
+            ", ".join(f"{k} {v['exponent']:.2f}" for k, v in fits.items()))
+    if args.poc_sizes:
+        log("reference proof-of-concept (subprocess)")
+        meas = []
+        for n in args.poc_sizes:
+            r = run_poc({"mode": "consolidation", "vectors": poc_vectors(n, args.seed),
+                         "repeats": 1})
+            meas.append({"n": r["n"], "seconds": round(r["consolidation_s"][0], 3)})
+            log(f"  PoC n={r['n']}: {meas[-1]['seconds']:.2f} s")
+        b, a = loglog_fit([m["n"] for m in meas], [m["seconds"] for m in meas])
+        res["poc"] = {"measured": meas, "fit": {"exponent": round(b, 3), "coef_s": a,
+                                               "formula": "seconds = coef_s * n ** exponent"}}
+        for r in rows:
+            est = a * r["n"] ** b
+            r["poc_seconds_extrapolated"] = round(est, 1)
+            r["speedup_vs_poc"] = round(est / r["full_s"], 1)
+            log(f"  n={r['n']:,}: PoC ~{est:,.0f} s = {est / 3600:,.1f} h (extrapolated), "
+                f"SmartVector {r['full_s']:.1f} s")
+    res["wall_s"] = round(time.perf_counter() - t_start, 1)
+    write_result("consolidation", res, args.out)
+    return res
+
+
+if __name__ == "__main__":
+    main()
