@@ -98,7 +98,11 @@ def main(argv=None) -> dict:
         fits = {}
         for what, get in (("initial", lambda r: r["passes"]["initial"]["seconds"]),
                           ("next", lambda r: r["passes"]["next"]["seconds"]),
-                          ("full", lambda r: r["full_s"])):
+                          ("full", lambda r: r["full_s"]),
+                          ("initial_index_search", lambda r: r["passes"]["initial"][
+                              "index_search_s"]),
+                          ("initial_without_index_search", lambda r: r["passes"]["initial"][
+                              "seconds"] - r["passes"]["initial"]["index_search_s"])):
             b, a = loglog_fit([r["n"] for r in rows], [get(r) for r in rows])
             fits[what] = {"exponent": round(b, 3), "coef_s": a}
         res["fit"] = fits

@@ -143,6 +143,7 @@ def main(argv=None) -> dict:
     args = ap.parse_args(argv)
     log = print
     t_start = time.perf_counter()
+    where = machine()
     corpus = make_corpus(args.n, seed=args.seed)
     gc.collect()
     rss0 = rss_bytes()
@@ -151,7 +152,7 @@ def main(argv=None) -> dict:
     rss_build = rss_bytes() - rss0
     store = built.store
     log(f"built {len(store):,} vectors (ingestion {built.ingest_s:.0f} s)")
-    res = {"benchmark": "memory", "machine": machine(),
+    res = {"benchmark": "memory", "machine": where,
            "params": {"M": 16, "ef_construction": 100, "threads": args.threads,
                       "seed": args.seed},
            **measure(store, log),
