@@ -406,8 +406,8 @@ class SmartVectorStore:
         cols["created_at"][rows] = t
         cols["valid_from"][rows] = vf
         cols["valid_to"][rows] = vt
-        auth = np.repeat([default_authority(st or "unknown") if a is None else float(a)
-                          for *_, st, a in groups], sizes)
+        auth = np.repeat([default_authority("unknown" if st is None else st) if a is None
+                          else float(a) for *_, st, a in groups], sizes)
         cols["authority"][rows] = auth
         cols["base_confidence"][rows] = auth
         reports = []
@@ -415,7 +415,7 @@ class SmartVectorStore:
         r0 = int(rows[0])
         pos = 0
         for (d, s, e, version, st, _), a in zip(groups, auth[first].tolist(), strict=True):
-            st = st or "unknown"
+            st = "unknown" if st is None else st
             source = (st, d, author)
             m = meta or {}
             doc_texts = texts[s:e]
