@@ -4,7 +4,7 @@
 
 Builds the benchmark knowledge base of :mod:`benchmarks.workload` (30% superseded, consolidated
 three times, so events, contradiction/dependency/supersession edges and lifecycle states are all
-there) on an hnswlib index (M=16, ef_construction=100, built with 2 threads), then measures:
+there) on an hnswlib index (M=16, ef_construction=200, built with 2 threads), then measures:
 
 * Python side, per component: a deep ``sys.getsizeof`` walk of the store's structures (every
   object counted once, where first reached; numpy arrays by their buffers, used rows and
@@ -153,7 +153,7 @@ def main(argv=None) -> dict:
     store = built.store
     log(f"built {len(store):,} vectors (ingestion {built.ingest_s:.0f} s)")
     res = {"benchmark": "memory", "machine": where,
-           "params": {"M": 16, "ef_construction": 100, "threads": args.threads,
+           "params": {"M": 16, "ef_construction": 200, "threads": args.threads,
                       "seed": args.seed},
            **measure(store, log),
            "rss_growth_over_build_bytes_per_vector": round(rss_build / len(store), 1)}

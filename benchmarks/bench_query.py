@@ -5,7 +5,7 @@
 For each size a synthetic knowledge base (:mod:`benchmarks.workload`: clustered anisotropic
 embeddings, 30% of the vectors superseded, documents ingested over a year through
 ``add_vectors`` and consolidated three times, so that vectors are active, dormant, deprecated
-or archived) is built on one hnswlib index (M=16, ef_construction=100, built with 2 threads).
+or archived) is built on one hnswlib index (M=16, ef_construction=200, built with 2 threads).
 Half of the queries ask "now" (recording accesses, as live queries do), half travel back to a
 uniform earlier day (``record_access=False``), where later vectors are "future".
 
@@ -52,7 +52,8 @@ from .workload import T0, build, make_corpus, queries, topic_name
 
 K = 10
 CONSOLIDATE_AT = (120.0, 240.0, 361.0)
-EF_GRID = (64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048)
+EF_GRID = (64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096)
+POC_REPEATS = 3  # PoC runs per size; the fastest p50 is kept (robust to load from elsewhere)
 ROUNDS = 3  # timed rounds over the query set per method (after one warm-up round)
 
 
@@ -242,10 +243,12 @@ def poc_curve(sizes, n_queries, k, seed, log):
           for t in rng.integers(0, 200, n_queries)]
     rows = []
     for n in sizes:
-        r = run_poc({"mode": "query", "vectors": poc_vectors(n, seed), "queries": qs,
-                     "k": k, "reference_day": 361})
-        s = summarise_us(r["query_s"])
-        rows.append({"n": r["n"], **s})
+        spec = {"mode": "query", "vectors": poc_vectors(n, seed), "queries": qs, "k": k,
+                "reference_day": 361}
+        runs = [run_poc(spec) for _ in range(POC_REPEATS)]
+        s = min((summarise_us(r["query_s"]) for r in runs), key=lambda x: x["p50_us"])
+        rows.append({"n": runs[0]["n"], **s, "runs": POC_REPEATS})
+        r = runs[0]
         log(f"  PoC n={r['n']}: query p50 {s['p50_us'] / 1000:.2f} ms")
     b, a = loglog_fit([r["n"] for r in rows], [r["p50_us"] for r in rows])
     return {"measured": rows, "fit": {"exponent": round(b, 3), "coef_us": a,
@@ -342,7 +345,7 @@ def main(argv=None) -> dict:
     log = print
     t_start = time.perf_counter()
     res: dict = {"benchmark": "query", "machine": machine(), "k": K,
-                 "params": {"M": 16, "ef_construction": 100,
+                 "params": {"M": 16, "ef_construction": 200,
                             "ef_search": "per size: smallest of EF_GRID reaching the target",
                             "ef_grid": EF_GRID, "recall_target": args.recall_target,
                             "build_threads": args.threads, "query_threads": 1,

@@ -131,7 +131,7 @@ def main(argv=None) -> dict:
     t_start = time.perf_counter()
     res: dict = {"benchmark": "updates", "machine": machine(),
                  "params": {"background_vectors": args.background, "edits": args.edits,
-                            "M": 16, "ef_construction": 100, "threads": args.threads,
+                            "M": 16, "ef_construction": 200, "threads": args.threads,
                             "seed": args.seed}, "hashing": [], "minilm": None}
     corpus = make_corpus(max(args.background, 20_000), seed=args.seed)
     texts = corpus.texts

@@ -32,7 +32,7 @@ def query_section(q: dict) -> list[str]:
     out = ["## 1. Query latency and recall", "",
            f"`{q['machine']['command']}`: {_machine(q['machine'])}; wall time {q['wall_s']:.0f} s.",
            "",
-           "hnswlib index M=16, ef_construction=100, built with 2 threads. Per size, `ef` is the "
+           "hnswlib index M=16, ef_construction=200, built with 2 threads. Per size, `ef` is the "
            "smallest `ef_search` of the grid at which both plain hnswlib and SmartVector's ANN "
            "stage reach recall@10 >= 0.95 against exact search. Latency: one query at a time on "
            "one thread, p50 in microseconds, each method over the same 300 queries (half 'now', "
@@ -75,6 +75,7 @@ def query_section(q: dict) -> list[str]:
         pts = ", ".join(f"{m['n']:,}: {m['p50_us'] / 1000:.1f} ms" for m in p["measured"])
         out += ["", f"Reference proof-of-concept (`smartvector-rag` 0.1.1 in a subprocess; it "
                 f"scores every non-deprecated vector in Python with keyword overlap), measured "
+                f"(fastest of its runs) "
                 f"p50 per query: {pts}; log-log fit exponent {p['fit']['exponent']:.2f}. Its "
                 f"figures beyond {p['measured'][-1]['n']:,} vectors are **extrapolated** with "
                 "that fit; SmartVector's are measured."]
@@ -119,11 +120,12 @@ def consolidation_section(c: dict) -> list[str]:
            "", "hnswlib index built and searched with 2 threads (`num_threads=2`). `initial` = "
            "first pass after bulk ingestion (every vector new: contradiction search for all); "
            "`next` = a pass 60 days later (every vector active: dormancy check for all); "
-           "`full` = both.", "",
+           "`full` = both. Sizes below 10^6: the median of three builds and passes (every "
+           "run's full time in the last column).", "",
            "| vectors | ingestion | initial pass | (index search) | next pass | full | "
            "contradictions | dependency edges | ripples | dormant | archived | PoC "
-           "(extrapolated) |",
-           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "(extrapolated) | runs (full) |",
+           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in c["sizes"].values():
         i, nx = r["passes"]["initial"], r["passes"]["next"]
         est = r.get("poc_seconds_extrapolated")
@@ -132,7 +134,8 @@ def consolidation_section(c: dict) -> list[str]:
                    f"{i['index_search_s']:.1f} s | {nx['seconds']:.1f} s | {r['full_s']:.1f} s | "
                    f"{i['report']['contradictions']:,} | {i['report']['dependency_edges']:,} | "
                    f"{i['report']['ripples']:,} | {nx['report']['dormant']:,} | "
-                   f"{i['report']['archived'] + nx['report']['archived']:,} | {poc} |")
+                   f"{i['report']['archived'] + nx['report']['archived']:,} | {poc} | "
+                   + ", ".join(f"{x:.1f}" for x in r.get("runs_full_s", [r["full_s"]])) + " s |")
     if "fit" in c:
         f = c["fit"]
         rows = list(c["sizes"].values())
