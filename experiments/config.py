@@ -1,35 +1,70 @@
 """Structured (dataclass) configs behind ``conf/``: Hydra checks every key and type at
-start-up, and :func:`validate` checks the values before any work is done."""
+start-up, and ``experiments.run.validate`` checks the values before any work is done.
+
+The ``store:`` group's schema is derived from the library's :class:`StoreConfig` (no
+hand-kept mirror); methods are a config group (``conf/methods/<name>.yaml``, several
+selected at once); datasets are registered kinds (:mod:`experiments.corpora.registry`).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from experiments.corpora.policy_synth import PolicySynthConfig
+from smartvector import StoreConfig
 
+from .corpora.registry import dataset_kinds
+
+#: what ``python -m experiments.run`` compares by default (conf/config.yaml selects them)
 DEFAULT_METHODS = [
     "plain_cosine", "smartvector", "latest_only", "time_weighted", "lifecycle_only",
     "no_temporal", "no_confidence", "no_relational", "no_semantic", "oracle",
+    "bm25", "bm25_lifecycle", "hybrid_rrf", "qdrant_filter",
 ]
 
-
-@dataclass
-class PolicySynthDatasetConfig(PolicySynthConfig):
-    """The paper's synthetic corpus, generated (seeded) into the run directory."""
-
-    kind: str = "policy_synth"
+_SCHEMAS: dict[type, type] = {}
 
 
-@dataclass
-class JsonlDatasetConfig:
-    """Any dataset directory in the harness's format (see datasets/README.md)."""
+def mutable_schema(cls: type) -> type:
+    """A plain (not frozen) dataclass with the same fields, types and defaults as the frozen
+    dataclass ``cls``, nested dataclasses included: OmegaConf makes frozen dataclasses
+    read-only, so the library's configs cannot serve as Hydra schemas as they are."""
+    if cls in _SCHEMAS:
+        return _SCHEMAS[cls]
+    hints = typing.get_type_hints(cls)
+    specs = []
+    for f in dataclasses.fields(cls):
+        t = hints[f.name]
+        if dataclasses.is_dataclass(t):
+            sub = mutable_schema(t)
+            specs.append((f.name, sub, field(default_factory=sub)))
+        elif f.default is not dataclasses.MISSING:
+            specs.append((f.name, t, field(default=f.default)))
+        else:
+            specs.append((f.name, t, field(default_factory=f.default_factory)))
+    schema = dataclasses.make_dataclass(f"{cls.__name__}Schema", specs)
+    schema.__doc__ = f"Hydra schema of :class:`{cls.__module__}.{cls.__name__}`."
+    _SCHEMAS[cls] = schema
+    return schema
 
-    kind: str = "jsonl"
-    path: str = MISSING
+
+def build_frozen(cls: type, node: dict[str, Any]) -> Any:
+    """Instantiate the library dataclass ``cls`` from a resolved config node, nested
+    dataclasses first (each validates itself on construction)."""
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in node:
+            continue
+        v = node[f.name]
+        kwargs[f.name] = build_frozen(hints[f.name], v) if dataclasses.is_dataclass(
+            hints[f.name]) else v
+    return cls(**kwargs)
 
 
 @dataclass
@@ -39,33 +74,11 @@ class EmbedderConfig:
 
 
 @dataclass
-class WeightsConfig:
-    semantic: float = 0.35
-    temporal: float = 0.25
-    confidence: float = 0.25
-    relational: float = 0.15
-
-
-@dataclass
-class StoreParamsConfig:
-    confidence_half_life_days: float = 30.0
-    temporal_half_life_days: float = 30.0
-    dormant_threshold: float = 0.15
-    ripple_penalty: float = 0.15
-    ripple_max_depth: int = 2
-    contradiction_similarity: float = 0.70
-    contradiction_penalty: float = 0.15
-    dependency_similarity: float = 0.50
-    overfetch: int = 10
-
-
-@dataclass
 class ProtocolConfig:
     k: int = 5
     index: str = "exact"
     consolidate_daily: bool = True
     consolidate_before_queries: bool = True
-    record_access: bool = True
     mode: str = "replay"  # or "time_travel": ingest everything, then ask each query "as of"
     feedback_rate: float = 0.0  # share of queries whose top-1 the simulated user judges
 
@@ -86,15 +99,17 @@ class MlflowConfig:
     skip_finished: bool = True
 
 
+StoreSchema = mutable_schema(StoreConfig)
+
+
 @dataclass
 class RunConfig:
     study: str = "headline"
     seed: int = 0
-    methods: list[str] = field(default_factory=lambda: list(DEFAULT_METHODS))
+    methods: dict[str, Any] = field(default_factory=dict)
     dataset: Any = MISSING
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
-    weights: WeightsConfig = field(default_factory=WeightsConfig)
-    store: StoreParamsConfig = field(default_factory=StoreParamsConfig)
+    store: StoreSchema = field(default_factory=StoreSchema)
     protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
     reembed: ReembedConfig = field(default_factory=ReembedConfig)
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
@@ -105,5 +120,5 @@ class RunConfig:
 def register() -> None:
     cs = ConfigStore.instance()
     cs.store(name="run_schema", node=RunConfig)
-    cs.store(group="dataset", name="policy_synth_schema", node=PolicySynthDatasetConfig)
-    cs.store(group="dataset", name="jsonl_schema", node=JsonlDatasetConfig)
+    for name, kind in dataset_kinds().items():
+        cs.store(group="dataset", name=f"{name}_schema", node=kind.config)

@@ -21,15 +21,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .metrics import brier, ece, mcnemar, plot_reliability, rate_ci
+from .evaluate import method_metrics
+from .metrics import mcnemar, plot_reliability, rate_ci
 from .tracking import resolve_tracking_uri
 
-PAPER = {  # the paper's Table 1 (Xu, 2026)
-    "plain_cosine": {"top1_accuracy": 0.310, "stale_rate": 0.350, "ece": 0.470,
-                     "reembed": 4.35},
-    "smartvector": {"top1_accuracy": 0.620, "stale_rate": 0.133, "ece": 0.244,
-                    "reembed": 1.0},
-}
 WEIGHTS = ("semantic", "temporal", "confidence", "relational")
 
 
@@ -65,9 +60,9 @@ class Store:
         df = pd.read_csv(path, keep_default_na=False, na_values=[""])
         for k, v in run.data.params.items():
             if k in ("seed", "dataset.contradiction_rate", "protocol.feedback_rate",
-                     "query_split", "store.temporal_half_life_days",
-                     "store.contradiction_similarity", "dataset.authority_age_correlation"
-                     ) or k.startswith("weights."):
+                     "query_split", "store.temporal.half_life_days",
+                     "store.consolidation.contradiction_similarity",
+                     "dataset.authority_age_correlation") or k.startswith("store.weights."):
                 df[k] = v
         return df
 
@@ -84,19 +79,10 @@ def _fmt(mean: float, lo: float, hi: float, pct: bool = True) -> str:
     return f"{mean:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
-def quality(pred: pd.DataFrame) -> dict[str, object]:
-    """Pooled figures of one method's predictions."""
-    correct = (pred["grade"] == "correct").to_numpy()
-    prob = pred["probability"].astype(float).to_numpy()
-    out: dict[str, object] = {"queries": len(pred)}
-    for name, grade in (("top1_accuracy", "correct"), ("stale_rate", "stale"),
-                        ("contradicted_rate", "contradicted")):
-        m, lo, hi = _ci((pred["grade"] == grade).to_numpy())
-        out[name], out[f"{name}_lo"], out[f"{name}_hi"] = m, lo, hi
-    out["ece"] = ece(prob, correct, 10, "uniform")
-    out["ece_equal_mass"] = ece(prob, correct, 10, "quantile")
-    out["brier"] = brier(prob, correct)
-    return out
+def quality(pred: pd.DataFrame) -> dict[str, float]:
+    """Pooled figures of one method's predictions: the harness's own per-run metrics
+    (:func:`experiments.evaluate.method_metrics`) over the pooled rows."""
+    return method_metrics(pred, seed=0, n_boot=2000)
 
 
 def _write(df: pd.DataFrame, out: Path, name: str) -> str:
@@ -132,11 +118,11 @@ def table1(store: Store, out: Path) -> dict[str, str]:
                        sub["grade"].eq("correct").to_numpy()) if m != "plain_cosine" else None
         row = {
             "method": m,
-            "top-1 accuracy": _fmt(q["top1_accuracy"], q["top1_accuracy_lo"],
-                                   q["top1_accuracy_hi"]),
-            "stale rate": _fmt(q["stale_rate"], q["stale_rate_lo"], q["stale_rate_hi"]),
-            "contradicted": _fmt(q["contradicted_rate"], q["contradicted_rate_lo"],
-                                 q["contradicted_rate_hi"]),
+            "top-1 accuracy": _fmt(q["top1_accuracy"], q["top1_accuracy_ci_lo"],
+                                   q["top1_accuracy_ci_hi"]),
+            "stale rate": _fmt(q["stale_rate"], q["stale_rate_ci_lo"], q["stale_rate_ci_hi"]),
+            "contradicted": _fmt(q["contradicted_rate"], q["contradicted_rate_ci_lo"],
+                                 q["contradicted_rate_ci_hi"]),
             "ECE": f"{q['ece']:.3f}", "ECE (equal mass)": f"{q['ece_equal_mass']:.3f}",
             "Brier": f"{q['brier']:.3f}",
             "McNemar p vs plain": "" if test is None else f"{test['p_value']:.2g}",
@@ -145,8 +131,8 @@ def table1(store: Store, out: Path) -> dict[str, str]:
             ablation.append({"variant": m, "top-1 accuracy": row["top-1 accuracy"],
                              "stale rate": row["stale rate"],
                              "contradicted": row["contradicted"],
-                             "_acc": q["top1_accuracy"], "_lo": q["top1_accuracy_lo"],
-                             "_hi": q["top1_accuracy_hi"]})
+                             "_acc": q["top1_accuracy"], "_lo": q["top1_accuracy_ci_lo"],
+                             "_hi": q["top1_accuracy_ci_hi"]})
         if not m.startswith(("no_", "only_")):
             rows.append(row)
     t1 = pd.DataFrame(rows)
@@ -192,19 +178,19 @@ def robustness(store: Store, out: Path) -> dict[str, str]:
     for (rate, m), sub in pred.groupby(["dataset.contradiction_rate", "method"], sort=True):
         q = quality(sub)
         rows.append({"rate": float(rate), "method": m, **{k: q[k] for k in (
-            "top1_accuracy", "top1_accuracy_lo", "top1_accuracy_hi", "stale_rate",
-            "stale_rate_lo", "stale_rate_hi", "contradicted_rate", "contradicted_rate_lo",
-            "contradicted_rate_hi")}})
+            "top1_accuracy", "top1_accuracy_ci_lo", "top1_accuracy_ci_hi", "stale_rate",
+            "stale_rate_ci_lo", "stale_rate_ci_hi", "contradicted_rate", "contradicted_rate_ci_lo",
+            "contradicted_rate_ci_hi")}})
     df = pd.DataFrame(rows)
     _plot_robustness(df, out / "robustness.png")
     show = pd.DataFrame({
         "rumor rate": [f"{r:.0%}" for r in df["rate"]], "method": df["method"],
         "top-1 accuracy": [_fmt(a, b, c) for a, b, c in zip(
-            df.top1_accuracy, df.top1_accuracy_lo, df.top1_accuracy_hi, strict=True)],
+            df.top1_accuracy, df.top1_accuracy_ci_lo, df.top1_accuracy_ci_hi, strict=True)],
         "stale rate": [_fmt(a, b, c) for a, b, c in zip(
-            df.stale_rate, df.stale_rate_lo, df.stale_rate_hi, strict=True)],
+            df.stale_rate, df.stale_rate_ci_lo, df.stale_rate_ci_hi, strict=True)],
         "contradicted": [_fmt(a, b, c) for a, b, c in zip(
-            df.contradicted_rate, df.contradicted_rate_lo, df.contradicted_rate_hi,
+            df.contradicted_rate, df.contradicted_rate_ci_lo, df.contradicted_rate_ci_hi,
             strict=True)],
     })
     return {"robustness": _write(show, out, "robustness")}
@@ -259,7 +245,7 @@ def weights(store: Store, out: Path) -> dict[str, str]:
         return {}
 
     def wkey(params) -> tuple[float, ...]:
-        return tuple(float(params[f"weights.{w}"]) for w in WEIGHTS)
+        return tuple(float(params[f"store.weights.{w}"]) for w in WEIGHTS)
 
     dev_rows = []
     for p in dev:
@@ -273,7 +259,7 @@ def weights(store: Store, out: Path) -> dict[str, str]:
                          for w, a in dev_rows]).sort_values(
         ["dev accuracy", *WEIGHTS], ascending=[False, True, True, True, True])
     rows = []
-    for key, sub in test.groupby([f"weights.{w}" for w in WEIGHTS], sort=True):
+    for key, sub in test.groupby([f"store.weights.{w}" for w in WEIGHTS], sort=True):
         w = tuple(float(x) for x in key)
         label = "paper defaults" if np.allclose(w, default) else "tuned on dev"
         total = sum(w)
@@ -299,7 +285,7 @@ def sensitivity(store: Store, out: Path) -> dict[str, str]:
     if pred.empty:
         return {}
     rows = []
-    keys = ["store.temporal_half_life_days", "store.contradiction_similarity"]
+    keys = ["store.temporal.half_life_days", "store.consolidation.contradiction_similarity"]
     pred = pred.astype({k: float for k in keys})
     for (half, thr), sub in pred.groupby(keys, sort=True):
         rows.append({
@@ -373,7 +359,7 @@ def _plot_robustness(df: pd.DataFrame, path: Path) -> None:
         for m, sub in df.groupby("method", sort=True):
             x = sub["rate"] * 100
             ax.plot(x, sub[col] * 100, marker="o", label=m)
-            ax.fill_between(x, sub[f"{col}_lo"] * 100, sub[f"{col}_hi"] * 100, alpha=0.15)
+            ax.fill_between(x, sub[f"{col}_ci_lo"] * 100, sub[f"{col}_ci_hi"] * 100, alpha=0.15)
         ax.set_xlabel("Injected-contradiction rate (% of topics with a rumor)")
         ax.set_ylabel(label)
         ax.set_ylim(0, 100)

@@ -21,7 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-from .config import WeightsConfig
+from smartvector import ScoringWeights
+
 from .tracking import resolve_tracking_uri
 
 SWEEPS = ("table1", "robustness", "time_travel", "feedback", "sensitivity", "authority",
@@ -50,11 +51,11 @@ def best_dev_weights(tracking_uri: str) -> dict[str, float]:
     runs = mlflow.search_runs([exp.experiment_id], output_format="list",
                               filter_string="tags.method = 'smartvector' and "
                                             "attributes.status = 'FINISHED'")
-    default = WeightsConfig()
+    default = ScoringWeights()
     names = ("semantic", "temporal", "confidence", "relational")
 
     def key(run) -> tuple:
-        w = [float(run.data.params[f"weights.{n}"]) for n in names]
+        w = [float(run.data.params[f"store.weights.{n}"]) for n in names]
         total = sum(w)
         dist = sum((x / total - getattr(default, n)) ** 2 for x, n in zip(w, names, strict=True))
         return (-run.data.metrics["top1_accuracy"], round(dist, 12), w)
@@ -62,7 +63,7 @@ def best_dev_weights(tracking_uri: str) -> dict[str, float]:
     if not runs:
         raise SystemExit("error: the weight grid has no finished runs")
     best = min(runs, key=key)
-    return {n: float(best.data.params[f"weights.{n}"]) for n in names}
+    return {n: float(best.data.params[f"store.weights.{n}"]) for n in names}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                                         "+experiment=weights_test", *common])
         timings["weights_test"] += _run(["-m", "experiments.run", "-m",
                                          "+experiment=weights_test", *common,
-                                         *[f"weights.{k}={v}" for k, v in tuned.items()]])
+                                         *[f"store.weights.{k}={v}" for k, v in tuned.items()]])
     timings["total"] = time.perf_counter() - t0
     print(json.dumps({k: round(v, 1) for k, v in timings.items()}, indent=2))
     return 0

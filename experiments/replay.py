@@ -5,11 +5,14 @@ surgical-update path); consolidation runs at the first event of each later simul
 after ingestions, and before a query when anything was ingested since the last pass; each
 query is answered at its ``asked_at``, so it sees only what had been ingested by then.
 Ingestions at the same instant as a query come first.
+
+Retrieval writes a *run* (per query, the method's ranked hits); :func:`grade_run` grades it
+afterwards, the same way for every method. Only a retriever that declares ``needs_gold``
+(the oracle) is shown the gold query.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import time
 from collections.abc import Mapping
@@ -17,13 +20,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from smartvector import SmartVectorStore, StoreConfig
-from smartvector.embedders import Embedder
 from smartvector.timeutil import DAY
 
 from .dataset import Dataset, DocVersion, Query
 from .grading import Grade, grade
-from .methods import Method
+from .retrievers import QueryInput, Ranking, Retriever
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,8 @@ class Schedule:
 @dataclass
 class ReplayResult:
     method: str
-    predictions: list[dict] = field(default_factory=list)
+    run: list[tuple[Query, Ranking]] = field(default_factory=list)
+    feedback: dict[str, str] = field(default_factory=dict)
     latencies_ms: list[float] = field(default_factory=list)
     ingest_seconds: float = 0.0
     chunks_ingested: int = 0
@@ -56,16 +58,6 @@ def timeline(dataset: Dataset) -> list[tuple[float, int, DocVersion | Query]]:
     return [(t, kind, obj) for t, kind, _, obj in events]
 
 
-def ingest(store: SmartVectorStore, d: DocVersion) -> int:
-    """Add one document version to the store; returns chunks embedded."""
-    rep = store.add_document(
-        d.doc_id, d.text, d.ts, version=d.version, source_type=d.source_type,
-        authority=d.authority, author=d.author, valid_to=d.valid_to_ts,
-        depends_on=d.depends_on, meta=d.meta,
-    )
-    return rep.n_reembedded
-
-
 def feedback_chosen(seed: int, query_id: str, rate: float) -> bool:
     """Whether the simulated user gives feedback on this query: the same queries for every
     method (a hash of seed and query id), so methods stay paired."""
@@ -77,34 +69,30 @@ def feedback_chosen(seed: int, query_id: str, rate: float) -> bool:
 
 def replay(
     dataset: Dataset,
-    method: Method,
-    embedder: Embedder,
+    retriever: Retriever,
     query_vectors: Mapping[str, np.ndarray],
     *,
-    store_config: StoreConfig | None = None,
-    index: str = "exact",
     k: int = 5,
     schedule: Schedule = Schedule(),
     mode: str = "replay",
     feedback_rate: float = 0.0,
     seed: int = 0,
 ) -> ReplayResult:
-    """Run one method over the dataset; one prediction row per query.
+    """Run one method over the dataset; its run holds one ranking per query.
 
     ``mode="replay"`` answers each query when it is asked. ``mode="time_travel"`` ingests the
     whole corpus first (consolidating at the same points) and then asks every query "as of"
-    its ``asked_at``: time-aware methods query the store at that time, time-blind ones see
-    the final store; accesses are not recorded. ``feedback_rate`` (replay only) is the share
-    of queries whose top-1 answer the simulated user accepts (if correct) or corrects.
+    its ``asked_at``: time-aware methods search at that time, time-blind ones see the final
+    state. (Build the retriever's store with ``record_access=False`` for time travel.)
+    ``feedback_rate`` (replay only) is the share of queries whose top-1 answer the simulated
+    user accepts (if correct) or corrects.
     """
     if mode not in ("replay", "time_travel"):
         raise ValueError(f"protocol.mode must be 'replay' or 'time_travel', got {mode!r}")
-    if mode == "time_travel":
-        if feedback_rate > 0:
-            raise ValueError("feedback simulation needs protocol.mode=replay")
-        store_config = dataclasses.replace(store_config or StoreConfig(), record_access=False)
-    store = SmartVectorStore(embedder, index, store_config)
-    result = ReplayResult(method.name)
+    if mode == "time_travel" and feedback_rate > 0:
+        raise ValueError("feedback simulation needs protocol.mode=replay")
+    result = ReplayResult(retriever.name)
+    injected = injected_docs(dataset)
     dirty_day: int | None = None
     pending: list[Query] = []
     end = -np.inf
@@ -112,61 +100,83 @@ def replay(
         end = max(end, t)
         day = int(t // DAY)
         if dirty_day is not None and schedule.daily and day != dirty_day:
-            store.consolidate(t)
+            retriever.consolidate(t)
             result.consolidations += 1
             dirty_day = None
         if kind == 0:
             t0 = time.perf_counter()
-            result.chunks_ingested += ingest(store, obj)
+            result.chunks_ingested += retriever.ingest(obj)
             result.ingest_seconds += time.perf_counter() - t0
             dirty_day = day
             continue
         if dirty_day is not None and schedule.before_queries:
-            store.consolidate(t)
+            retriever.consolidate(t)
             result.consolidations += 1
             dirty_day = None
         if mode == "time_travel":
             pending.append(obj)
             continue
-        _answer(store, method, obj, query_vectors[obj.id], k, obj.ts, result)
-        if feedback_chosen(seed, obj.id, feedback_rate) and result.predictions[-1]["vector_id"]:
-            pred = result.predictions[-1]
-            store.feedback(pred["vector_id"], pred["grade"] == Grade.CORRECT.value, obj.ts)
-            pred["feedback"] = "accepted" if pred["grade"] == Grade.CORRECT.value else "corrected"
+        ranking = _answer(retriever, obj, query_vectors[obj.id], k, obj.ts, result)
+        if feedback_chosen(seed, obj.id, feedback_rate) and ranking.hits:
+            top = ranking.hits[0]
+            ok = grade(top.text, top.doc_id, top.doc_id in injected, obj) == Grade.CORRECT
+            retriever.feedback(top, ok, obj.ts)
+            result.feedback[obj.id] = "accepted" if ok else "corrected"
     for q in pending:
-        _answer(store, method, q, query_vectors[q.id], k, q.ts if method.time_aware else end,
+        _answer(retriever, q, query_vectors[q.id], k, q.ts if retriever.time_aware else end,
                 result)
-    result.n_vectors = len(store)
+    result.n_vectors = retriever.size
     return result
 
 
-def _answer(store: SmartVectorStore, method: Method, q: Query, qvec: np.ndarray, k: int,
-            at: float, result: ReplayResult) -> None:
+def _answer(retriever: Retriever, q: Query, qvec: np.ndarray, k: int, at: float,
+            result: ReplayResult) -> Ranking:
+    qin = QueryInput(q.id, q.text, qvec, q.ts)
     t0 = time.perf_counter()
-    ranked = method.rank(store, qvec, q, k, at)
+    ranking = retriever.search(qin, at, k, q if retriever.needs_gold else None)
     result.latencies_ms.append((time.perf_counter() - t0) * 1000.0)
-    result.predictions.append(_prediction(store, method.name, q, ranked))
+    result.run.append((q, ranking))
+    return ranking
 
 
-def _prediction(store: SmartVectorStore, method: str, q: Query, ranked) -> dict:
-    grades = [
-        grade(store.texts[r], store.doc_of[r], bool(store.meta_of[r].get("injected", False)), q)
-        for r in ranked.rows.tolist()
-    ]
+def injected_docs(dataset: Dataset) -> set[str]:
+    """Ids of the documents that are injected contradictions (``meta.injected``)."""
+    return {d.doc_id for d in dataset.corpus if d.injected}
+
+
+def grade_run(dataset: Dataset, result: ReplayResult) -> list[dict]:
+    """One prediction row per query: the top-1 hit, its grade and signals, the rank of the
+    first correct hit, and whether the top-1 is an injected chunk."""
+    injected = injected_docs(dataset)
+    return [_prediction(injected, result.method, q, r, result.feedback.get(q.id, ""))
+            for q, r in result.run]
+
+
+def _prediction(injected: set[str], method: str, q: Query, ranking: Ranking,
+                feedback: str) -> dict:
+    grades = [grade(h.text, h.doc_id, h.doc_id in injected, q) for h in ranking.hits]
     first = next((i + 1 for i, g in enumerate(grades) if g == Grade.CORRECT), 0)
     row = {"query_id": q.id, "method": method, "kind": q.kind}
-    if len(ranked.rows):
-        r = int(ranked.rows[0])
+    if ranking.hits:
+        h = ranking.hits[0]
         row.update(
-            vector_id=store.ids[r], doc_id=store.doc_of[r], score=float(ranked.score[0]),
-            **{s: float(ranked.signals[s][0])
+            vector_id=h.vector_id, doc_id=h.doc_id, score=h.score,
+            **{s: h.signals.get(s, np.nan)
                for s in ("semantic", "temporal", "confidence", "relational")},
-            grade=grades[0].value, probability=ranked.probability,
+            grade=grades[0].value, probability=ranking.probability,
+            injected=h.doc_id in injected,
         )
     else:
         row.update(vector_id="", doc_id="", score=np.nan, semantic=np.nan, temporal=np.nan,
                    confidence=np.nan, relational=np.nan, grade=Grade.WRONG.value,
-                   probability=0.0)
+                   probability=0.0, injected=False)
     row["first_correct_rank"] = first
-    row["feedback"] = ""
+    row["feedback"] = feedback
     return row
+
+
+def run_rows(result: ReplayResult) -> list[dict]:
+    """The run in long form (one row per query and rank), for ``run.csv``."""
+    return [{"query_id": q.id, "method": result.method, "rank": i + 1,
+             "vector_id": h.vector_id, "doc_id": h.doc_id, "score": h.score}
+            for q, r in result.run for i, h in enumerate(r.hits)]

@@ -7,6 +7,7 @@ compact table. Sweeps: ``python -m experiments.run -m seed=0,1,2``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import uuid
@@ -22,24 +23,19 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from smartvector import (
-    ConfidenceParams,
-    ConsolidationParams,
-    RippleParams,
-    ScoringWeights,
-    StoreConfig,
-    TemporalParams,
-)
+from smartvector import StoreConfig
 from smartvector.embedders import ModelUnavailableError, check_available, make_embedder
 
-from .config import register
+from .config import build_frozen, register
+from .corpora.registry import config_of, get_kind
 from .dataset import Dataset, DatasetError, load_dataset
 from .evaluate import method_metrics, paired_tests, timing_metrics
 from .memo import MemoEmbedder
-from .methods import build_methods, check_methods
 from .metrics import plot_reliability
 from .reembed import edit_costs
-from .replay import Schedule, replay
+from .replay import Schedule, grade_run, replay, run_rows
+from .retrievers import Context, make_params, make_retriever
+from .retrievers.qdrant import MissingExtraError
 from .tracking import (
     Terminated,
     Tracker,
@@ -69,30 +65,22 @@ class ConfigError(ValueError):
 @dataclass
 class Settings:
     store: StoreConfig
-    weights: ScoringWeights
-    methods: list[str]
+    methods: dict[str, dict[str, Any]]
     schedule: Schedule
 
 
 def validate(cfg: DictConfig) -> Settings:
     """Check every value before any work; raises ConfigError with a one-line message."""
     try:
-        check_methods(list(cfg.methods))
-        weights = ScoringWeights(**cfg.weights)
-        s = cfg.store
-        store = StoreConfig(
-            confidence=ConfidenceParams(half_life_days=s.confidence_half_life_days,
-                                        dormant_threshold=s.dormant_threshold),
-            weights=weights,
-            temporal=TemporalParams(half_life_days=s.temporal_half_life_days),
-            ripple=RippleParams(penalty=s.ripple_penalty, max_depth=s.ripple_max_depth),
-            consolidation=ConsolidationParams(
-                contradiction_similarity=s.contradiction_similarity,
-                contradiction_penalty=s.contradiction_penalty,
-                dependency_similarity=s.dependency_similarity),
-            overfetch=s.overfetch,
-            record_access=cfg.protocol.record_access,
-        )
+        try:
+            store = build_frozen(StoreConfig, OmegaConf.to_container(cfg.store, resolve=True))
+        except ValueError as e:  # the library names its own key: say the one the user typed
+            raise ValueError(f"store.{e}") from None
+        methods = OmegaConf.to_container(cfg.methods, resolve=True)
+        if not methods:
+            raise ValueError("no methods selected")
+        for name, node in methods.items():
+            make_params(name, node)
         if cfg.protocol.k < 1:
             raise ValueError(f"protocol.k must be >= 1, got {cfg.protocol.k}")
         if cfg.protocol.index not in ("exact", "hnsw"):
@@ -109,54 +97,50 @@ def validate(cfg: DictConfig) -> Settings:
         if cfg.query_split not in ("all", "dev", "test"):
             raise ValueError(f"query_split must be all, dev or test, got {cfg.query_split!r}")
         _check_run_options(cfg)
-        kind = cfg.dataset.kind
-        if kind == "jsonl":
-            path = Path(cfg.dataset.path)
-            if not (path / "corpus.jsonl").is_file() or not (path / "queries.jsonl").is_file():
-                raise ValueError(f"dataset.path {str(path)!r} has no corpus.jsonl and "
-                                 "queries.jsonl")
-        elif kind == "policy_synth":
-            from .corpora.policy_synth import validate as validate_synth
-
-            validate_synth(_synth_config(cfg.dataset))
-        else:
-            raise ValueError(f"unknown dataset kind {kind!r} (choose from: policy_synth, jsonl)")
+        kind = get_kind(cfg.dataset.kind)
+        kind.check(_dataset_config(cfg))
         if cfg.embedder.name in ("minilm", "all-MiniLM-L6-v2"):
             check_available()
         elif cfg.embedder.name != "hashing":
             raise ValueError(f"unknown embedder {cfg.embedder.name!r} (choose from: hashing, "
                              "minilm)")
-    except ModelUnavailableError as e:
+        if "qdrant_filter" in {n.get("kind", k) for k, n in methods.items()}:
+            from .retrievers.qdrant import _qdrant
+
+            _qdrant()
+    except (ModelUnavailableError, MissingExtraError) as e:
         raise ConfigError(str(e)) from None
     except (ValueError, TypeError) as e:
         raise ConfigError(str(e)) from None
-    return Settings(store, weights, list(cfg.methods),
-                    Schedule(cfg.protocol.consolidate_daily,
-                             cfg.protocol.consolidate_before_queries))
+    if cfg.protocol.mode == "time_travel":  # queries "as of" the past record no accesses
+        store = dataclasses.replace(store, record_access=False)
+    return Settings(store, methods, Schedule(cfg.protocol.consolidate_daily,
+                                             cfg.protocol.consolidate_before_queries))
 
 
-def _synth_config(node: DictConfig):
-    from .corpora.policy_synth import PolicySynthConfig
-
-    fields = {k: v for k, v in OmegaConf.to_container(node, resolve=True).items()
-              if k != "kind"}
-    return PolicySynthConfig(**fields)
+def _dataset_config(cfg: DictConfig) -> Any:
+    return config_of(get_kind(cfg.dataset.kind),
+                     OmegaConf.to_container(cfg.dataset, resolve=True))
 
 
 def load_data(cfg: DictConfig, out_dir: Path) -> Dataset:
-    """Generate (policy_synth) or read (jsonl) the dataset, always through the loader."""
-    if cfg.dataset.kind == "policy_synth":
-        from .corpora.policy_synth import write_policy_synth
-
-        path = write_policy_synth(_synth_config(cfg.dataset), out_dir / "dataset")
-    else:
-        path = Path(cfg.dataset.path)
+    """Materialise the dataset (generate it, or find it) and read it through the loader."""
+    kind = get_kind(cfg.dataset.kind)
+    path = kind.materialise(_dataset_config(cfg), out_dir, _base())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         ds = load_dataset(path)
     for w in caught:
         print(f"warning: {w.message}", file=sys.stderr)
     return ds
+
+
+def _base() -> Path:
+    """The directory the user ran from (Hydra may change the working directory)."""
+    try:
+        return Path(hydra.utils.get_original_cwd())
+    except ValueError:  # not under Hydra (tests calling these functions directly)
+        return Path.cwd()
 
 
 def split_queries(ds: Dataset, split: str) -> Dataset:
@@ -173,28 +157,32 @@ def split_queries(ds: Dataset, split: str) -> Dataset:
 
 
 def evaluate_run(cfg: DictConfig, settings: Settings, out_dir: Path) -> dict[str, Any]:
-    """Run every method and write metrics.json, predictions.csv and the reliability plot."""
+    """Run every method, grade their runs, and write metrics.json, predictions.csv, run.csv
+    and the reliability plot."""
     ds = split_queries(load_data(cfg, out_dir), cfg.query_split)
     inner = make_embedder(cfg.embedder.name, cfg.embedder.cache_path)
     embedder = MemoEmbedder(inner)
     qvecs = dict(zip([q.id for q in ds.queries],
                      embedder.encode([q.text for q in ds.queries]), strict=True))
-    methods = build_methods(settings.weights)
-    frames, results = [], {}
-    for name in tqdm(settings.methods, desc="methods", unit="method", file=sys.stderr):
-        res = replay(ds, methods[name], embedder, qvecs, store_config=settings.store,
-                     index=cfg.protocol.index, k=cfg.protocol.k, schedule=settings.schedule,
+    ctx = Context(embedder, settings.store, cfg.protocol.index)
+    frames, runs, results, recorded = [], [], {}, {}
+    for name in tqdm(list(settings.methods), desc="methods", unit="method", file=sys.stderr):
+        retriever = make_retriever(name, settings.methods[name], ctx)
+        recorded[name] = retriever.recorded_params
+        res = replay(ds, retriever, qvecs, k=cfg.protocol.k, schedule=settings.schedule,
                      mode=cfg.protocol.mode, feedback_rate=cfg.protocol.feedback_rate,
                      seed=cfg.seed)
         results[name] = res
-        frames.append(pd.DataFrame(res.predictions))
+        frames.append(pd.DataFrame(grade_run(ds, res)))
+        runs.append(pd.DataFrame(run_rows(res)))
     pred = pd.concat(frames, ignore_index=True)
     tests = paired_tests(pred)
     per_method = {}
     for name in settings.methods:
         m = method_metrics(pred[pred["method"] == name], seed=cfg.seed, n_boot=cfg.n_boot)
         m.update(tests.get(name, {}))
-        per_method[name] = {"quality": m, "timing": timing_metrics(results[name])}
+        per_method[name] = {"quality": m, "timing": timing_metrics(results[name]),
+                            "params": recorded[name]}
     summary = ds.summary()
     corpus = {
         "documents": summary.get("documents"), "versions": summary.get("versions"),
@@ -207,8 +195,9 @@ def evaluate_run(cfg: DictConfig, settings: Settings, out_dir: Path) -> dict[str
     metrics = {"corpus": corpus, "reembed": reembed, "methods": per_method}
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
     pred.to_csv(out_dir / "predictions.csv", index=False)
+    pd.concat(runs, ignore_index=True).to_csv(out_dir / "run.csv", index=False)
     shown = [m for m in ("plain_cosine", "smartvector") if m in settings.methods] or \
-        settings.methods[:2]
+        list(settings.methods)[:2]
     sub = {m: (pred.loc[pred.method == m, "probability"].to_numpy(),
                (pred.loc[pred.method == m, "grade"] == "correct").to_numpy()) for m in shown}
     plot_reliability(sub, out_dir / "reliability.png",
@@ -261,15 +250,14 @@ def run_record(cfg: DictConfig, metrics: dict[str, Any], out_dir: Path, cfg_fp: 
     if (out_dir / "dataset" / "corpus.jsonl").exists():
         corpus = "dataset/corpus.jsonl"
     else:
-        base = Path(hydra.utils.get_original_cwd())
-        corpus = str((base / cfg.dataset.path / "corpus.jsonl").resolve())
+        corpus = str((_base() / cfg.dataset.path / "corpus.jsonl").resolve())
     return {
         "format": 1, "name": f"{cfg.study}-seed{cfg.seed}-{cfg_fp[:6]}",
         "experiment": cfg.mlflow.experiment, "tracking_uri": tracking_uri,
         "artifact_location": str(artifact_location), "tags": tags, "params": flatten(container),
         "dataset": {"corpus": corpus, "name": str(cfg.dataset.kind),
                     "digest": metrics["corpus"]["fingerprint"]},
-        "artifacts": ["metrics.json", "predictions.csv", "reliability.png",
+        "artifacts": ["metrics.json", "predictions.csv", "run.csv", "reliability.png",
                       ".hydra/config.yaml"],
     }
 
@@ -285,9 +273,10 @@ def log_to_mlflow(out_dir: Path, tracker: Tracker) -> str:
 
 
 def _dataset_fingerprint(cfg: DictConfig, base: Path) -> str | None:
-    """For a jsonl dataset, load (validate) it now, before any MLflow or model work: a bad
-    corpus stops the run with a one-line DatasetError. Returns its content fingerprint."""
-    if cfg.dataset.kind != "jsonl":
+    """For a dataset read in place (not generated), load (validate) it now, before any MLflow
+    or model work: a bad corpus stops the run with a one-line DatasetError. Returns its
+    content fingerprint."""
+    if get_kind(cfg.dataset.kind).generated:
         return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # load_data reports them during the run

@@ -149,11 +149,11 @@ class StoreConfig:
     ripple: RippleParams = field(default_factory=RippleParams)
     consolidation: ConsolidationParams = field(default_factory=ConsolidationParams)
     max_chunk_chars: int = 1000
-    overfetch: int = 10
+    pool: int = 50  # nearest visible candidates re-ranked by a search, whatever k
     record_access: bool = True
 
     def __post_init__(self) -> None:
         _check(isinstance(self.max_chunk_chars, int) and self.max_chunk_chars >= 1,
                "max_chunk_chars", self.max_chunk_chars, "an int >= 1")
-        _check(isinstance(self.overfetch, int) and self.overfetch >= 1, "overfetch",
-               self.overfetch, "an int >= 1")
+        _check(isinstance(self.pool, int) and not isinstance(self.pool, bool)
+               and self.pool >= 1, "pool", self.pool, "an int >= 1")

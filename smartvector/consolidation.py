@@ -15,15 +15,38 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
 from .timeutil import DAY
 from .vector import ConsolidationReport, Event
 
-if TYPE_CHECKING:
-    from .store import SmartVectorStore
+
+class Consolidatable(Protocol):
+    """What a consolidation pass reads and changes: the store's public state and methods
+    (this module never imports the store)."""
+
+    columns: Any
+    config: Any
+    engine: Any
+    graph: Any
+    index: Any
+    ids: list[str]
+    texts: list[str]
+    doc_of: list[str]
+    docs: dict[str, Any]
+    events: dict[int, list[Event]]
+    pending_ripple: list[int]
+    last_consolidated: float
+
+    def __len__(self) -> int: ...
+    def confidence_at(self, rows: np.ndarray, at: float) -> np.ndarray: ...
+    def log(self, row: int, at: float, kind: str, delta: float = 0.0,
+            detail: str = "") -> None: ...
+    def penalise(self, row: int, amount: float, at: float, kind: str, detail: str) -> None: ...
+    def propagate(self, row: int, at: float) -> int: ...
+    def refresh_edge_counts(self, rows: Any, t: float) -> None: ...
 
 _QUANTITY = re.compile(r"(?<![\w.])(\$?\d+(?:[.,]\d+)*)\s*(%|[a-z]+)?", re.IGNORECASE)
 _DIGIT = re.compile(r"\d")
@@ -50,7 +73,7 @@ def differ_in_claims(a: str, b: str) -> bool:
     return bool(ca) and bool(cb) and not (ca & cb)
 
 
-def resolve(store: SmartVectorStore, a: int, b: int) -> tuple[int, int, str]:
+def resolve(store: Consolidatable, a: int, b: int) -> tuple[int, int, str]:
     """Majority of recency, authority and feedback; returns (winner, loser, reasons)."""
     c = store.columns
     votes = {a: 0, b: 0}
@@ -76,7 +99,7 @@ def resolve(store: SmartVectorStore, a: int, b: int) -> tuple[int, int, str]:
     return winner, loser, ", ".join(reasons) or "tie"
 
 
-def _log_all(store: SmartVectorStore, rows: np.ndarray, t: float, kind: str) -> None:
+def _log_all(store: Consolidatable, rows: np.ndarray, t: float, kind: str) -> None:
     """``store.log(r, t, kind)`` for every row, sharing one (immutable) event object."""
     ev = Event(t, kind)
     events = store.events
@@ -84,7 +107,7 @@ def _log_all(store: SmartVectorStore, rows: np.ndarray, t: float, kind: str) -> 
         events.setdefault(r, []).append(ev)
 
 
-def consolidate(store: SmartVectorStore, t: float) -> ConsolidationReport:
+def consolidate(store: Consolidatable, t: float) -> ConsolidationReport:
     """One consolidation pass at time ``t`` (see the module docstring).
 
     Vectorised over rows where the outcome does not depend on order (masks, column updates,
@@ -184,7 +207,7 @@ def consolidate(store: SmartVectorStore, t: float) -> ConsolidationReport:
                 if store.graph.link_dependency(r, trows[j], t):
                     touched.update((r, trows[j]))
                     report.dependency_edges += 1
-    store._refresh_edge_counts(touched, t)
+    store.refresh_edge_counts(touched, t)
 
     # 4. ripples from replacements made since the last pass, and from contradiction losers
     due = [r for r in store.pending_ripple if c["created_at"][r] <= t]

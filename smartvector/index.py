@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import hnswlib
 import numpy as np
+
+from .fileio import atomic_write
 
 _QUERY_BLOCK_BYTES = 1 << 26  # similarity block per exact search step (64 MiB of float32)
 _ROW_BLOCK = 8192  # rows normalised at a time (bounds float64 temporaries)
@@ -133,19 +133,6 @@ def _top_k(sims: np.ndarray, labels: np.ndarray, k: int) -> tuple[np.ndarray, np
     return out_labels, out_sims
 
 
-def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
-    """Call ``write(tmp)`` on a temporary file next to ``path``, then rename it over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 class ExactIndex:
     """Brute-force cosine search in numpy: exact, deterministic, O(n * dim) per query.
 
@@ -230,7 +217,7 @@ class ExactIndex:
                     vectors=self._vectors[: self._n],
                 )
 
-        _atomic_write(Path(path), write)
+        atomic_write(Path(path), write)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> ExactIndex:
@@ -393,13 +380,13 @@ class HnswIndex:
         saves (an interruption between the two renames).
         """
         path = Path(path)
-        _atomic_write(path, self._index.save_index)
+        atomic_write(path, self._index.save_index)
         meta = {**self._params(), "count": len(self), "file_size": path.stat().st_size}
 
         def write_meta(tmp: str) -> None:
             Path(tmp).write_text(json.dumps(meta, indent=1))
 
-        _atomic_write(_sidecar(path), write_meta)
+        atomic_write(_sidecar(path), write_meta)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> HnswIndex:

@@ -10,11 +10,8 @@ feedback, accesses, penalties and edges recorded after ``T`` do not count.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,10 +21,11 @@ import numpy as np
 from .chunking import Chunk, chunk_text, diff_chunks, text_hash
 from .columns import Columns
 from .confidence import ConfidenceEngine
-from .config import StoreConfig
+from .config import ScoringWeights, StoreConfig
+from .consolidation import consolidate
 from .embedders import Embedder
 from .graph import RELATIONAL_KINDS, EdgeGraph, ripple
-from .index import ExactIndex, HnswIndex, VectorIndex, make_index
+from .index import VectorIndex, make_index
 from .scoring import combine, relational_signal, temporal_signal
 from .sources import default_authority
 from .timeutil import DAY, TimeLike, to_ts
@@ -42,7 +40,6 @@ from .vector import (
     UpdateReport,
 )
 
-_FORMAT_VERSION = 1
 _BLANK_LINE = re.compile(r"\n\s*\n")
 _BULK_BLOCK = 65536  # rows per index insertion in add_vectors (bounds temporary copies)
 _FETCH_MARGIN = 1.25  # first fetch = n / (estimated visible share) * margin
@@ -86,7 +83,7 @@ def _per_row(value, n: int, name: str) -> list:
 
 
 @dataclass
-class _Doc:
+class DocState:
     """The current version of one document."""
 
     version: int
@@ -115,6 +112,42 @@ class Candidates:
         return self.store.columns[name][self.rows]
 
 
+@dataclass(frozen=True)
+class SearchResult:
+    """A ranked pool: every candidate's row, score and four signals, best first."""
+
+    store: SmartVectorStore = field(repr=False)
+    at: float
+    pool: int
+    rows: np.ndarray
+    score: np.ndarray
+    semantic: np.ndarray
+    temporal: np.ndarray
+    confidence: np.ndarray
+    relational: np.ndarray
+    status: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def signals(self) -> dict[str, np.ndarray]:
+        """The four signals of the ranked pool, by name."""
+        return {"semantic": self.semantic, "temporal": self.temporal,
+                "confidence": self.confidence, "relational": self.relational}
+
+    def hits(self, k: int | None = None) -> list[Hit]:
+        """The first ``k`` (default: all) as :class:`Hit` records."""
+        s = self.store
+        n = len(self.rows) if k is None else min(k, len(self.rows))
+        return [
+            Hit(s.ids[r], s.doc_of[r], s.texts[r], *values, _STATUS[st])
+            for r, st, *values in zip(
+                self.rows[:n].tolist(), self.status[:n].tolist(), self.score[:n].tolist(),
+                self.semantic[:n].tolist(), self.temporal[:n].tolist(),
+                self.confidence[:n].tolist(), self.relational[:n].tolist(), strict=True)
+        ]
+
+
 class SmartVectorStore:
     """Self-aware vectors over a real embedding model and an ANN (or exact) index."""
 
@@ -137,13 +170,17 @@ class SmartVectorStore:
         self.source_of: list[tuple[str, str, str]] = []  # (type, name, author)
         self.meta_of: list[dict] = []
         self.events: dict[int, list[Event]] = {}
-        self.docs: dict[str, _Doc] = {}
+        self.docs: dict[str, DocState] = {}
         self.pending_ripple: list[int] = []
         self.last_consolidated: float = -np.inf
 
     # ------------------------------------------------------------------ basics
     def __len__(self) -> int:
         return len(self.ids)
+
+    def reindex_ids(self) -> None:
+        """Rebuild the id -> row map from ``ids`` (after loading)."""
+        self._row_of = {v: i for i, v in enumerate(self.ids)}
 
     def row(self, vector_id: str) -> int:
         try:
@@ -262,9 +299,9 @@ class SmartVectorStore:
         for i in removed:
             self._deprecate(old_rows[i], t, f"removed in version {version}")
             report.deprecated.append(self.ids[old_rows[i]])
-        self._refresh_edge_counts(touched, t)
+        self.refresh_edge_counts(touched, t)
 
-        self.docs[doc_id] = _Doc(
+        self.docs[doc_id] = DocState(
             version, text, rows, chunks, t, tuple(depends_on), source_type, auth)
         report.added = [self.ids[r] for r in new_rows]
         report.n_reembedded = len(new_rows)
@@ -435,7 +472,7 @@ class SmartVectorStore:
             self.source_of.extend([source] * (e - s))
             self.meta_of.extend([m] * (e - s))
             doc_rows = list(range(r0 + pos, r0 + pos + e - s))
-            self.docs[d] = _Doc(version, "\n\n".join(doc_texts), doc_rows, chunks, t,
+            self.docs[d] = DocState(version, "\n\n".join(doc_texts), doc_rows, chunks, t,
                                 tuple(deps.get(d, ())), st, a)
             reports.append(UpdateReport(d, version, e - s, e - s, added=ids))
             pos += e - s
@@ -498,7 +535,7 @@ class SmartVectorStore:
         self.columns["superseded_at"][row] = t
         self.log(row, t, "deprecated", detail=why)
 
-    def _refresh_edge_counts(self, rows: Iterable[int], t: float) -> None:
+    def refresh_edge_counts(self, rows: Iterable[int], t: float) -> None:
         cols = self.columns
         for r in rows:
             n = self.graph.count(RELATIONAL_KINDS, r)
@@ -629,6 +666,54 @@ class SmartVectorStore:
     def embed_query(self, text: str) -> np.ndarray:
         return np.asarray(self.embedder.encode([text]), dtype=np.float32)[0]
 
+    def search(
+        self,
+        text: str | None,
+        at: TimeLike,
+        k: int = 5,
+        *,
+        vector: np.ndarray | None = None,
+        pool: int | None = None,
+        weights: ScoringWeights | None = None,
+        lifecycle: bool = True,
+        record_access: bool | None = None,
+    ) -> SearchResult:
+        """The one ranking path: the ``pool`` nearest visible vectors at ``at``, ranked by the
+        four-signal score.
+
+        ``pool`` (default ``config.pool``) is how many nearest visible candidates are re-ranked;
+        it does not depend on ``k``, so the ranking (and the top-1) is the same whatever ``k``.
+        The result holds the whole ranked pool with every signal; ``k`` only says how many of
+        the best have their access recorded at ``at`` (unless ``record_access`` is False, or
+        the config says so). ``weights`` overrides the configured ones; with
+        ``lifecycle=False`` deprecated and archived vectors compete too.
+        """
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        pool = self.config.pool if pool is None else pool
+        if not isinstance(pool, int | np.integer) or isinstance(pool, bool) or pool < 1:
+            raise ValueError(f"pool must be an int >= 1, got {pool!r}")
+        if vector is None:
+            if not text or not text.strip():
+                raise ValueError("empty query text")
+            vector = self.embed_query(text)
+        cand = self.candidates(vector, at, int(pool), lifecycle)
+        if len(cand) == 0:
+            e = np.empty(0)
+            return SearchResult(self, cand.at, int(pool), cand.rows, e, e, e, e, e,
+                                np.empty(0, np.int8))
+        sig = self.signals(cand)
+        score = combine(weights or self.config.weights, **sig)
+        order = np.lexsort((cand.rows, -score))
+        rows = cand.rows[order]
+        result = SearchResult(
+            self, cand.at, int(pool), rows, score[order],
+            *(sig[name][order] for name in ("semantic", "temporal", "confidence", "relational")),
+            self.status_at(rows, cand.at))
+        if self.config.record_access if record_access is None else record_access:
+            self.record_access(rows[:k], cand.at)
+        return result
+
     def query(
         self,
         text: str | None,
@@ -636,41 +721,15 @@ class SmartVectorStore:
         k: int = 5,
         *,
         vector: np.ndarray | None = None,
-        weights=None,
+        pool: int | None = None,
+        weights: ScoringWeights | None = None,
         lifecycle: bool = True,
         record_access: bool | None = None,
     ) -> list[Hit]:
-        """Top-``k`` vectors by the four-signal score, as the store was at ``at``.
-
-        ``weights`` (a :class:`ScoringWeights`) overrides the configured ones; with
-        ``lifecycle=False`` deprecated and archived vectors compete too. Retrieved vectors
-        have their access recorded at ``at`` unless ``record_access`` is False.
-        """
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
-        if vector is None:
-            if not text or not text.strip():
-                raise ValueError("empty query text")
-            vector = self.embed_query(text)
-        cand = self.candidates(vector, at, k * self.config.overfetch, lifecycle)
-        if len(cand) == 0:
-            return []
-        sig = self.signals(cand)
-        score = combine(weights or self.config.weights, **sig)
-        order = np.lexsort((cand.rows, -score))[:k]
-        rows = cand.rows[order]
-        status = self.status_at(rows, cand.at)
-        hits = [
-            Hit(self.ids[r], self.doc_of[r], self.texts[r], *values, _STATUS[s])
-            for r, s, *values in zip(
-                rows.tolist(), status.tolist(), score[order].tolist(),
-                *(sig[name][order].tolist()
-                  for name in ("semantic", "temporal", "confidence", "relational")),
-                strict=True)
-        ]
-        if self.config.record_access if record_access is None else record_access:
-            self.record_access(rows, cand.at)
-        return hits
+        """Top-``k`` vectors by the four-signal score, as the store was at ``at``: the first
+        ``k`` hits of :meth:`search` (same arguments)."""
+        return self.search(text, at, k, vector=vector, pool=pool, weights=weights,
+                           lifecycle=lifecycle, record_access=record_access).hits(k)
 
     # ------------------------------------------------------ reconsolidation
     def record_access(self, rows: Iterable[int], at: TimeLike) -> None:
@@ -720,8 +779,6 @@ class SmartVectorStore:
 
     def consolidate(self, at: TimeLike) -> ConsolidationReport:
         """Run one consolidation ("sleep") pass at ``at``; see :mod:`.consolidation`."""
-        from .consolidation import consolidate
-
         return consolidate(self, to_ts(at))
 
     # ------------------------------------------------------------ inspection
@@ -789,94 +846,14 @@ class SmartVectorStore:
 
     # ------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the whole store to one file, atomically (temporary file, then rename)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        state = {
-            "format": _FORMAT_VERSION,
-            "index_kind": "hnsw" if isinstance(self.index, HnswIndex) else "exact",
-            "embedder": self.embedder.name,
-            "config": dataclasses.asdict(self.config),
-            "ids": self.ids, "texts": self.texts, "doc_of": self.doc_of,
-            "source_of": self.source_of, "meta_of": self.meta_of,
-            "events": {str(r): [dataclasses.astuple(e) for e in evs]
-                       for r, evs in self.events.items()},
-            "docs": {d: {"version": s.version, "text": s.text, "rows": s.rows,
-                         "updated_at": s.updated_at, "depends_on": list(s.depends_on),
-                         "source_type": s.source_type, "authority": s.authority}
-                     for d, s in self.docs.items()},
-            "pending_ripple": self.pending_ripple,
-            "last_consolidated": self.last_consolidated,
-            "graph": self.graph.to_dict(),
-        }
-        arrays = {f"col_{k}": v for k, v in self.columns.to_arrays().items()}
-        with tempfile.TemporaryDirectory() as tmp:
-            idx_dir = Path(tmp) / "index"
-            idx_dir.mkdir()
-            self.index.save(idx_dir / "index.bin")
-            for f in sorted(idx_dir.iterdir()):
-                arrays[f"file_{f.name}"] = np.frombuffer(f.read_bytes(), dtype=np.uint8)
-        arrays["state"] = np.frombuffer(json.dumps(state).encode("utf-8"), dtype=np.uint8)
-        fd, tmp_path = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                np.savez(fh, **arrays)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp_path, path)
-        except BaseException:
-            Path(tmp_path).unlink(missing_ok=True)
-            raise
-        return path
+        """Write the whole store to one file, atomically (see :mod:`.persistence`)."""
+        from .persistence import save_store
+
+        return save_store(self, path)
 
     @classmethod
     def load(cls, path: str | os.PathLike, embedder: Embedder) -> SmartVectorStore:
         """Read a store written by :meth:`save`; the embedder must be the one it was built with."""
-        from .config import (
-            ConfidenceParams,
-            ConsolidationParams,
-            RelationalParams,
-            RippleParams,
-            ScoringWeights,
-            TemporalParams,
-        )
+        from .persistence import load_store
 
-        with np.load(Path(path), allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-        state = json.loads(arrays.pop("state").tobytes().decode("utf-8"))
-        if state.get("format") != _FORMAT_VERSION:
-            raise ValueError(f"{path}: unsupported store format {state.get('format')!r}")
-        if state["embedder"] != embedder.name:
-            raise ValueError(f"{path}: built with embedder {state['embedder']!r}, "
-                             f"not {embedder.name!r}")
-        cfg = state["config"]
-        config = StoreConfig(
-            confidence=ConfidenceParams(**cfg.pop("confidence")),
-            weights=ScoringWeights(**cfg.pop("weights")),
-            temporal=TemporalParams(**cfg.pop("temporal")),
-            relational=RelationalParams(**cfg.pop("relational")),
-            ripple=RippleParams(**cfg.pop("ripple")),
-            consolidation=ConsolidationParams(**cfg.pop("consolidation")),
-            **cfg,
-        )
-        with tempfile.TemporaryDirectory() as tmp:
-            for k in [k for k in arrays if k.startswith("file_")]:
-                (Path(tmp) / k[5:]).write_bytes(arrays.pop(k).tobytes())
-            index_cls = HnswIndex if state["index_kind"] == "hnsw" else ExactIndex
-            index = index_cls.load(Path(tmp) / "index.bin")
-        store = cls(embedder, index, config)
-        store.columns = Columns.from_arrays({k[4:]: v for k, v in arrays.items()})
-        store.ids = state["ids"]
-        store._row_of = {v: i for i, v in enumerate(store.ids)}
-        store.texts, store.doc_of = state["texts"], state["doc_of"]
-        store.source_of = [tuple(s) for s in state["source_of"]]
-        store.meta_of = state["meta_of"]
-        store.events = {int(r): [Event(*e) for e in evs] for r, evs in state["events"].items()}
-        for d, s in state["docs"].items():
-            chunks = chunk_text(s["text"], config.max_chunk_chars)
-            store.docs[d] = _Doc(s["version"], s["text"], s["rows"], chunks, s["updated_at"],
-                                 tuple(s["depends_on"]), s["source_type"], s["authority"])
-        store.pending_ripple = state["pending_ripple"]
-        store.last_consolidated = state["last_consolidated"]
-        store.graph = EdgeGraph.from_dict(state["graph"])
-        return store
+        return load_store(cls, path, embedder)

@@ -19,7 +19,6 @@ class Status(IntEnum):
 
 
 #: Statuses that retrieval with lifecycle filtering returns.
-SEARCHABLE = (Status.UNCONSOLIDATED, Status.ACTIVE, Status.DORMANT)
 
 
 @dataclass(frozen=True, slots=True)

@@ -268,7 +268,7 @@ def reference_consolidate(store: SmartVectorStore, t: float):
                         r, trows[j], t):
                     touched.update((r, trows[j]))
                     report.dependency_edges += 1
-    store._refresh_edge_counts(touched, t)
+    store.refresh_edge_counts(touched, t)
     due = [r for r in store.pending_ripple if c["created_at"][r] <= t]
     store.pending_ripple = [r for r in store.pending_ripple if not c["created_at"][r] <= t]
     for src in due + sources:

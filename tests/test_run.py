@@ -36,9 +36,14 @@ def _run(args: list[str], tmp: Path) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("methods=[plain_cosine,bogus]", "unknown method 'bogus'"),
-        ("weights.temporal=-0.1", "weights.temporal must be a finite number >= 0"),
-        ("store.confidence_half_life_days=0", "confidence.half_life_days must be > 0"),
+        ("store.weights.temporal=-0.1", "store.weights.temporal must be a finite number >= 0"),
+        ("store.confidence.half_life_days=0", "store.confidence.half_life_days must be > 0"),
+        ("store.pool=0", "store.pool must be an int >= 1"),
+        ("methods.smartvector.pool=0", "methods.smartvector: pool must be an int >= 1"),
+        ("methods.smartvector.drop=[tempo]", "methods.smartvector: unknown signal 'tempo'"),
+        ("+methods.bm25.k3=1", "methods.bm25: unknown key 'k3' for kind 'bm25'"),
+        ("methods.bm25.b=2", "methods.bm25: b must be in [0, 1]"),
+        ("methods.bm25.kind=bm26", "methods.bm25.kind: unknown retriever kind 'bm26'"),
         ("dataset.contradiction_rate=1.5", "contradiction_rate must be in [0, 1]"),
         ("protocol.k=0", "protocol.k must be >= 1"),
         ("embedder.name=word2vec", "unknown embedder 'word2vec'"),
@@ -51,9 +56,17 @@ def test_bad_config_is_rejected_with_one_line(override: str, message: str) -> No
     assert "\n" not in str(err.value)
 
 
+def test_unknown_method_names_the_choices() -> None:
+    from hydra.errors import MissingConfigException
+
+    with pytest.raises(MissingConfigException) as err:
+        _cfg(*FAST, "methods=[plain_cosine,bogus]")
+    assert "methods/bogus" in str(err.value)
+
+
 def test_all_zero_weights_rejected() -> None:
-    cfg = _cfg(*FAST, "weights.semantic=0", "weights.temporal=0", "weights.confidence=0",
-               "weights.relational=0")
+    cfg = _cfg(*FAST, "store.weights.semantic=0", "store.weights.temporal=0",
+               "store.weights.confidence=0", "store.weights.relational=0")
     with pytest.raises(runner.ConfigError, match="not all zero"):
         runner.validate(cfg)
 

@@ -1,0 +1,104 @@
+"""BM25 over chunks (the ``bm25s`` package), with or without the validity filter at the
+query's time. The index covers the chunks created by the query's time (rows are appended
+in time order, so it is rebuilt only when that prefix grows): time travel stays exact."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..dataset import DocVersion, Query
+from .base import Context, QueryInput, RankedHit, Ranking, Retriever, register
+from .ledger import ChunkLedger
+
+logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build
+
+
+@dataclass
+class BM25Params:
+    """Okapi BM25 (Lucene variant) with English stop words; ``validity`` keeps only chunks
+    in force at the query's time (the lifecycle filter); ``time_aware: false`` sees the
+    final corpus in the time-travel protocol."""
+
+    k1: float = 1.5
+    b: float = 0.75
+    validity: bool = False
+    time_aware: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.k1 >= 0:
+            raise ValueError(f"k1 must be >= 0, got {self.k1}")
+        if not 0 <= self.b <= 1:
+            raise ValueError(f"b must be in [0, 1], got {self.b}")
+
+
+class BM25Index:
+    """A BM25 index over the first ``n`` rows of a ledger, rebuilt when ``n`` changes."""
+
+    def __init__(self, ledger: ChunkLedger, k1: float, b: float) -> None:
+        self.ledger, self.k1, self.b = ledger, k1, b
+        self._n = -1
+        self._bm25 = None
+        self._vocab: set[str] = set()
+
+    def scores(self, text: str, n: int) -> np.ndarray:
+        """BM25 score of every one of the first ``n`` rows for ``text``."""
+        import bm25s
+
+        if n == 0:
+            return np.empty(0)
+        if n != self._n:
+            tokens = bm25s.tokenize(self.ledger.texts[:n], stopwords="en", show_progress=False)
+            self._bm25 = bm25s.BM25(k1=self.k1, b=self.b)
+            self._bm25.index(tokens, show_progress=False)
+            self._vocab = set(tokens.vocab)
+            self._n = n
+        q = [w for w in bm25s.tokenize([text], stopwords="en", return_ids=False,
+                                       show_progress=False)[0] if w in self._vocab]
+        if not q:
+            return np.zeros(n)
+        return np.asarray(self._bm25.get_scores(q), dtype=np.float64)
+
+
+def margin_probability(scores: np.ndarray) -> float:
+    """A raw probability for a score with no scale: the top score's share of the top two
+    (1.0 when it is the only positive score, NaN when there is none)."""
+    s = np.sort(scores[scores > 0])[::-1]
+    if len(s) == 0:
+        return float("nan")
+    return 1.0 if len(s) == 1 else float(s[0] / (s[0] + s[1]))
+
+
+@register("bm25")
+class BM25Retriever(Retriever):
+    """Lexical retrieval: BM25 over every chunk ingested, or over the chunks in force."""
+
+    Params = BM25Params
+
+    def __init__(self, name: str, params: BM25Params, ctx: Context) -> None:
+        super().__init__(name, params, ctx)
+        self.time_aware = params.time_aware
+        self.ledger = ChunkLedger(ctx.store_config.max_chunk_chars)
+        self.index = BM25Index(self.ledger, params.k1, params.b)
+
+    def ingest(self, version: DocVersion) -> int:
+        return len(self.ledger.add(version)[0])
+
+    @property
+    def size(self) -> int:
+        return len(self.ledger)
+
+    def search(self, query: QueryInput, at: float, k: int, gold: Query | None = None
+               ) -> Ranking:
+        mask = self.ledger.visible(at, self.params.validity)
+        scores = self.index.scores(query.text, len(mask))
+        rows = np.flatnonzero(mask & (scores > 0))
+        if len(rows) == 0:
+            return Ranking([], float("nan"))
+        order = rows[np.lexsort((rows, -scores[rows]))][:k]
+        led = self.ledger
+        hits = [RankedHit(led.ids[r], led.doc_of[r], led.texts[r], float(scores[r]))
+                for r in order.tolist()]
+        return Ranking(hits, margin_probability(scores[rows]))

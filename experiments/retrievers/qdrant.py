@@ -1,0 +1,93 @@
+"""What a practitioner would deploy: a real vector database (Qdrant, through
+``qdrant-client`` in local mode: in memory, no server) with a payload filter
+``valid_from <= t < valid_to`` at the query's time. Needs the ``[peers]`` extra."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..dataset import DocVersion, Query
+from .base import Context, QueryInput, RankedHit, Ranking, Retriever, clip01, register
+from .ledger import ChunkLedger
+
+#: stands for "no end" in the payload (JSON has no infinity)
+OPEN_END = 1e300
+#: extra points fetched so that ties at the k-th place are broken by row, not by Qdrant
+TIE_MARGIN = 20
+
+
+class MissingExtraError(ImportError):
+    """An optional dependency of a method is not installed."""
+
+
+def _qdrant():
+    try:
+        from qdrant_client import QdrantClient, models
+    except ImportError:
+        raise MissingExtraError(
+            "method qdrant_filter needs qdrant-client: pip install -e '.[peers]'") from None
+    return QdrantClient, models
+
+
+@dataclass
+class QdrantParams:
+    """``validity``: filter on the payload's validity window at the query's time (the
+    point of this method; false gives plain cosine in Qdrant)."""
+
+    validity: bool = True
+
+
+@register("qdrant_filter")
+class QdrantFilterRetriever(Retriever):
+    """Cosine search in an in-memory Qdrant collection with a validity payload filter."""
+
+    Params = QdrantParams
+    COLLECTION = "chunks"
+
+    def __init__(self, name: str, params: QdrantParams, ctx: Context) -> None:
+        super().__init__(name, params, ctx)
+        client_cls, self.models = _qdrant()
+        self.client = client_cls(":memory:")
+        self.client.create_collection(self.COLLECTION, vectors_config=self.models.VectorParams(
+            size=ctx.embedder.dim, distance=self.models.Distance.COSINE))
+        self.ledger = ChunkLedger(ctx.store_config.max_chunk_chars)
+
+    def ingest(self, version: DocVersion) -> int:
+        led, m = self.ledger, self.models
+        new, changed = led.add(version)
+        for r in changed:  # superseded or carried over: the window's end moved
+            self.client.set_payload(self.COLLECTION, payload={"valid_to": min(
+                led.ends[r], OPEN_END)}, points=[r], wait=True)
+        if new:
+            vectors = np.asarray(self.ctx.embedder.encode([led.texts[r] for r in new]),
+                                 np.float32)
+            self.client.upsert(self.COLLECTION, wait=True, points=[
+                m.PointStruct(id=r, vector=v.tolist(), payload={
+                    "valid_from": led.valid_from[r], "created_at": led.created[r],
+                    "valid_to": min(led.ends[r], OPEN_END)})
+                for r, v in zip(new, vectors, strict=True)])
+        return len(new)
+
+    @property
+    def size(self) -> int:
+        return len(self.ledger)
+
+    def search(self, query: QueryInput, at: float, k: int, gold: Query | None = None
+               ) -> Ranking:
+        m = self.models
+        must = [m.FieldCondition(key="created_at", range=m.Range(lte=at))]
+        if self.params.validity:
+            must += [m.FieldCondition(key="valid_from", range=m.Range(lte=at)),
+                     m.FieldCondition(key="valid_to", range=m.Range(gt=at))]
+        res = self.client.query_points(
+            self.COLLECTION, query=np.asarray(query.vector, np.float32).tolist(),
+            query_filter=m.Filter(must=must), limit=k + TIE_MARGIN, with_payload=False)
+        led = self.ledger
+        # order by score, then row: Qdrant's order among equal scores (identical boilerplate
+        # paragraphs of different documents) is not specified, hence the margin
+        points = sorted(res.points, key=lambda p: (-p.score, int(p.id)))[:k]
+        hits = [RankedHit(led.ids[int(p.id)], led.doc_of[int(p.id)], led.texts[int(p.id)],
+                          float(p.score), {"semantic": float(p.score)}) for p in points]
+        return Ranking(hits, clip01(hits[0].score) if hits else float("nan"))
