@@ -18,25 +18,25 @@ turn, three rounds in rotated order after a warm-up round:
 * ``plain_top10``: ``hnswlib.Index.knn_query(q, k=10)`` on the store's own index with that
   ef: plain cosine RAG, which neither filters nor re-ranks (``plain_top10_ef64``: with ef 64);
 * ``plain_top100``: the same with k=100: the candidate pool SmartVector re-ranks;
-* ``smartvector``: ``store.query(vector=q, at=..., k=10)``: the n=k*overfetch=100 nearest
-  visible rows (over-fetched and filtered with numpy masks), four signals, top 10, hits;
+* ``smartvector``: the library's own search call, ``store.search(vector=q, at=..., k=10,
+  pool=100)``: the 100 nearest visible rows (over-fetched and filtered with numpy masks),
+  four signals, the ranked pool (accesses of the top 10 recorded for "now" queries);
 * ``sv_candidates``: ``store.candidates`` alone (ANN search plus visibility filter).
 
 Also reported: the overlap of SmartVector's final top 10 with the top 10 the same ranking
-gives on the exact pool, the over-fetch behaviour, and an over-fetch sweep (latency vs top-10
-agreement). The reference proof-of-concept is timed in a subprocess at
-sizes where it finishes; its latency is fitted (log-log) and extrapolated to the larger sizes.
+gives on the exact pool (ranked by the library's ``store.rank``), the over-fetch behaviour, and
+a pool sweep (latency vs top-10 agreement). The reference proof-of-concept is timed in a
+subprocess at sizes where it finishes; its latency is fitted (log-log) and extrapolated to
+the larger sizes.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import time
 
 import numpy as np
 
-from smartvector.scoring import combine
 from smartvector.store import Candidates
 
 from .common import (
@@ -51,6 +51,8 @@ from .common import (
 from .workload import T0, build, make_corpus, queries, topic_name
 
 K = 10
+POOL = 100  # candidates SmartVector re-ranks (the library's default is 50; 100 = 10 x k here)
+POOL_SWEEP = (100, 50, 30, 20, 10)
 CONSOLIDATE_AT = (120.0, 240.0, 361.0)
 EF_GRID = (64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096)
 POC_REPEATS = 3  # PoC runs per size; the fastest p50 is kept (robust to load from elsewhere)
@@ -82,9 +84,8 @@ def exact_truth(store, Q, at, k, pool, block=32):
 
 
 def four_signal_top(store, rows, sims, t, k):
-    cand = Candidates(rows, sims, t, store)
-    score = combine(store.config.weights, **store.signals(cand))
-    return rows[np.lexsort((rows, -score))[:k]]
+    """The library's ranking (``store.rank``) of a given candidate pool: its top ``k``."""
+    return store.rank(Candidates(rows, sims, t, store)).rows[:k]
 
 
 def bench_size(n, args, log):
@@ -110,7 +111,7 @@ def bench_size(n, args, log):
     out["visible_share_at_query_times"] = round(float(np.mean(
         [store.visible_share(a) for a in AT])), 3)
     h = store.index._index  # the hnswlib index itself, for the plain baseline
-    pool = K * store.config.overfetch
+    pool = POOL
     store.index.num_threads = 1  # one query at a time, one thread, for every method
 
     # exact search, then the smallest ef_search giving recall@10 >= target for both plain
@@ -159,7 +160,7 @@ def bench_size(n, args, log):
         h.knn_query(q, k=k, num_threads=1)
 
     def sv(i):
-        store.query(None, AT[i], k=K, vector=Q[i], record_access=bool(now[i]))
+        store.search(None, AT[i], k=K, vector=Q[i], pool=pool, record_access=bool(now[i]))
 
     methods = {
         "plain_top10": lambda i: plain(Q[i], K, ef_star),
@@ -215,25 +216,22 @@ def bench_size(n, args, log):
                         "share_needing_a_second_search": round(float((calls_a > 1).mean()), 3),
                         "rows_fetched_per_pool_row_mean": round(float(np.mean(fetched) / pool),
                                                                 2)}
-    # the over-fetch factor (pool = k * overfetch) trades latency for ranking quality
+    # the pool trades latency for ranking quality
     sweep = {}
-    cfg = store.config
     base = {}
-    for o in (10, 5, 3, 2, 1):
-        store.config = dataclasses.replace(cfg, overfetch=o)
+    for p_ in POOL_SWEEP:
         ts, tops = [], []
         for i in range(len(Q)):
             t = time.perf_counter()
-            hits = store.query(None, AT[i], k=K, vector=Q[i], record_access=False)
+            res = store.search(None, AT[i], k=K, vector=Q[i], pool=p_, record_access=False)
             ts.append(time.perf_counter() - t)
-            tops.append({x.vector_id for x in hits})
-        if o == 10:
+            tops.append(set(res.rows[:K].tolist()))
+        if p_ == POOL:
             base = tops
-        sweep[o] = {"p50_us": summarise_us(ts)["p50_us"],
-                    "top10_overlap_with_overfetch_10": round(float(np.mean(
-                        [len(a & b) / K for a, b in zip(tops, base, strict=True)])), 4)}
-    store.config = cfg
-    out["overfetch_sweep"] = sweep
+        sweep[p_] = {"p50_us": summarise_us(ts)["p50_us"],
+                     f"top10_overlap_with_pool_{POOL}": round(float(np.mean(
+                         [len(a & b) / K for a, b in zip(tops, base, strict=True)])), 4)}
+    out["pool_sweep"] = sweep
     return out, store
 
 
@@ -279,7 +277,7 @@ def minilm_check(n, args, log):
     days = np.where(rng.random(len(Q)) < 0.5, corpus.days + 1,
                     rng.uniform(0.15 * corpus.days, corpus.days, len(Q)))
     AT = T0 + days * 86400
-    pool = K * store.config.overfetch
+    pool = POOL
     top_all, top_vis, _, _ = exact_truth(store, Q, AT, K, pool)
     h = store.index._index
     h.set_ef(64)
@@ -297,7 +295,7 @@ def minilm_check(n, args, log):
             h.knn_query(Q[i], k=K, num_threads=1)
             tp.append(time.perf_counter() - t)
             t = time.perf_counter()
-            store.query(None, AT[i], k=K, vector=Q[i], record_access=False)
+            store.search(None, AT[i], k=K, vector=Q[i], pool=pool, record_access=False)
             ts.append(time.perf_counter() - t)
     return {"n": len(store), "embed_s": round(embed_s, 1),
             **embedding_stats(store.index.get_vectors(np.arange(len(store)))),
@@ -349,7 +347,7 @@ def main(argv=None) -> dict:
                             "ef_search": "per size: smallest of EF_GRID reaching the target",
                             "ef_grid": EF_GRID, "recall_target": args.recall_target,
                             "build_threads": args.threads, "query_threads": 1,
-                            "overfetch": 10, "queries": args.queries, "seed": args.seed},
+                            "pool": POOL, "queries": args.queries, "seed": args.seed},
                  "sizes": {}}
     for n in args.sizes:
         log(f"size {n:,}")

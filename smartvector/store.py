@@ -698,21 +698,28 @@ class SmartVectorStore:
                 raise ValueError("empty query text")
             vector = self.embed_query(text)
         cand = self.candidates(vector, at, int(pool), lifecycle)
+        result = self.rank(cand, weights, int(pool))
+        if self.config.record_access if record_access is None else record_access:
+            self.record_access(result.rows[:k], cand.at)
+        return result
+
+    def rank(self, cand: Candidates, weights: ScoringWeights | None = None,
+             pool: int | None = None) -> SearchResult:
+        """Rank a candidate set by the four-signal score (ties: lower row first): the
+        ranking step of :meth:`search`, for callers that bring their own candidates."""
+        pool = len(cand) if pool is None else pool
         if len(cand) == 0:
             e = np.empty(0)
-            return SearchResult(self, cand.at, int(pool), cand.rows, e, e, e, e, e,
+            return SearchResult(self, cand.at, pool, cand.rows, e, e, e, e, e,
                                 np.empty(0, np.int8))
         sig = self.signals(cand)
         score = combine(weights or self.config.weights, **sig)
         order = np.lexsort((cand.rows, -score))
         rows = cand.rows[order]
-        result = SearchResult(
-            self, cand.at, int(pool), rows, score[order],
+        return SearchResult(
+            self, cand.at, pool, rows, score[order],
             *(sig[name][order] for name in ("semantic", "temporal", "confidence", "relational")),
             self.status_at(rows, cand.at))
-        if self.config.record_access if record_access is None else record_access:
-            self.record_access(rows[:k], cand.at)
-        return result
 
     def query(
         self,
