@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from .evaluate import method_metrics
-from .metrics import mcnemar, plot_reliability, rate_ci
+from .metrics import cluster_rate_ci, mcnemar, plot_reliability, rate_ci, seed_paired_test
 from .tracking import resolve_tracking_uri
 
 WEIGHTS = ("semantic", "temporal", "confidence", "relational")
@@ -166,7 +166,69 @@ def table1(store: Store, out: Path) -> dict[str, str]:
                      title="Reliability of the top-1 score (default corpus, 5 seeds pooled)")
     return {"paper_vs_ours": _write(paper, out, "paper_vs_ours"),
             "table1": _write(t1, out, "table1"), "ablation": _write(ab, out, "ablation"),
-            "reembed_corpus": _write(cost, out, "reembed_corpus")}
+            "reembed_corpus": _write(cost, out, "reembed_corpus"),
+            **breakdowns(pred, out, "table1")}
+
+
+def _cluster(pred: pd.DataFrame) -> np.ndarray:
+    """Cluster label of every prediction: (seed, topic); older predictions without a topic
+    column fall back to the query id (no clustering beyond the seed)."""
+    topic = pred["topic"] if "topic" in pred.columns else pred["query_id"]
+    return (pred["seed"].astype(str) + "|" + topic.astype(str)).to_numpy()
+
+
+def _acc_by_seed(sub: pd.DataFrame) -> dict[str, float]:
+    return sub.groupby("seed")["grade"].apply(lambda g: float((g == "correct").mean())).to_dict()
+
+
+def breakdowns(pred: pd.DataFrame, out: Path, name: str,
+               baselines: tuple[str, ...] = ("plain_cosine", "latest_only")) -> dict[str, str]:
+    """Per query kind, per seed, and seed-level paired tests of every method against the
+    baselines: ``<name>_by_kind``, ``<name>_by_seed`` and ``<name>_seed_tests``. CIs are
+    bootstrapped over queries and, in brackets after them, over (seed, topic) clusters."""
+    methods = list(dict.fromkeys(pred["method"]))
+    kinds = sorted(pred["kind"].unique())
+    by_kind = []
+    for m in methods:
+        sub = pred[pred.method == m]
+        row = {"method": m}
+        for kind in ["all", *kinds]:
+            part = sub if kind == "all" else sub[sub.kind == kind]
+            flags = part["grade"].eq("correct").to_numpy()
+            a = _ci(flags)
+            c = cluster_rate_ci(flags, _cluster(part), n_boot=2000, seed=0)
+            row[f"{kind} (n={len(part)})"] = (f"{_fmt(*a)}; clustered [{100 * c[1]:.1f}, "
+                                              f"{100 * c[2]:.1f}]")
+        by_kind.append(row)
+    seeds = sorted(pred["seed"].unique(), key=lambda x: int(x))
+    by_seed = []
+    for m in methods:
+        acc = _acc_by_seed(pred[pred.method == m])
+        by_seed.append({"method": m, **{f"seed {s}": f"{100 * acc[s]:.1f}%" for s in seeds},
+                        "mean": f"{100 * np.mean(list(acc.values())):.1f}%",
+                        "sd": f"{100 * np.std(list(acc.values()), ddof=1):.1f}"
+                        if len(acc) > 1 else ""})
+    tests = []
+    for base in baselines:
+        if base not in methods:
+            continue
+        for kind in ["all", *kinds]:
+            part = pred if kind == "all" else pred[pred.kind == kind]
+            ref = _acc_by_seed(part[part.method == base])
+            for m in methods:
+                if m == base:
+                    continue
+                t = seed_paired_test(ref, _acc_by_seed(part[part.method == m]))
+                tests.append({"method": m, "vs": base, "queries": kind,
+                              "seeds": int(t["seeds"]),
+                              "mean difference": f"{100 * t['mean_diff']:+.1f} pts",
+                              "95% t interval": f"[{100 * t['ci_lo']:+.1f}, "
+                                                f"{100 * t['ci_hi']:+.1f}]",
+                              "sign-flip p": f"{t['p_sign_flip']:.3g}",
+                              "paired t p": f"{t['p_ttest']:.3g}"})
+    return {f"{name}_by_kind": _write(pd.DataFrame(by_kind), out, f"{name}_by_kind"),
+            f"{name}_by_seed": _write(pd.DataFrame(by_seed), out, f"{name}_by_seed"),
+            f"{name}_seed_tests": _write(pd.DataFrame(tests), out, f"{name}_seed_tests")}
 
 
 def robustness(store: Store, out: Path) -> dict[str, str]:

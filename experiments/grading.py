@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from enum import StrEnum
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -59,20 +60,24 @@ class Grade(StrEnum):
     WRONG = "wrong"
 
 
-def grade(text: str, doc_id: str, injected: bool, query: Query) -> Grade:
+def grade(text: str, doc_id: str, injected: bool, query: Query,
+          contradicts: Collection[str] | None = None) -> Grade:
     """Grade one retrieved chunk (``text`` from ``doc_id``) against ``query``.
 
     In this order: CORRECT if ``doc_id`` is one of the query's ``doc_ids`` and the text
     contains the answer; STALE if it contains a stale answer and not the answer; CONTRADICTED
-    if the chunk is an injected contradiction; otherwise WRONG. So an injected rumor that
-    states a stale value counts as STALE, and one that states neither value as CONTRADICTED;
-    the answer in a document outside ``doc_ids`` is never CORRECT.
+    if the chunk is an injected contradiction of one of the query's documents; otherwise
+    WRONG. ``contradicts`` lists the documents an injected chunk contradicts
+    (``meta.contradicts`` in the corpus): an injected chunk about another topic is WRONG.
+    Without it (older datasets) every injected chunk counts as contradicting. So a rumor that
+    states a stale value is STALE, an on-topic rumor stating neither value is CONTRADICTED,
+    and the answer found in a document outside ``doc_ids`` is never CORRECT.
     """
     has_answer = contains_answer(text, query.answer)
     if has_answer and doc_id in query.doc_ids:
         return Grade.CORRECT
     if not has_answer and any(contains_answer(text, s) for s in query.stale_answers):
         return Grade.STALE
-    if injected:
+    if injected and (contradicts is None or not set(query.doc_ids).isdisjoint(contradicts)):
         return Grade.CONTRADICTED
     return Grade.WRONG

@@ -20,6 +20,14 @@ Definitions (N queries; ``conf`` a confidence in [0, 1], ``correct`` a per-query
 * **McNemar** -- exact paired test on per-query booleans of two methods: ``b`` = A right and
   B wrong, ``c`` = A wrong and B right, two-sided ``binomtest(b, b + c, 0.5)`` p-value
   (1.0 when ``b + c == 0``).
+* **Clustered rate CI** -- the same percentile bootstrap, but resampling whole clusters
+  (e.g. ``(seed, topic)`` pairs) with replacement, so queries that share a cluster are not
+  treated as independent; the resampled rate is the flags' mean over the drawn clusters'
+  queries (a ratio estimator: clusters of different sizes weigh by their size).
+* **Seed-level paired test** -- per-seed accuracy difference between two methods; a two-sided
+  exact sign-flip (permutation) test of mean difference 0 over the seeds (all ``2^n`` sign
+  assignments up to 20 seeds), plus a paired t-test p-value and the mean difference with a
+  t interval. Seeds, not queries, are the independent units.
 * **Recall@k** -- fraction of queries with at least one correct item among the first ``k``.
 * **Percentiles** -- ``numpy.percentile`` with linear interpolation.
 
@@ -87,6 +95,65 @@ def rate_ci(
         means[start:stop] = x[rng.integers(0, n, size=(stop - start, n))].mean(axis=1)
     lo, hi = np.percentile(means, [100 * alpha / 2, 100 * (1 - alpha / 2)])
     return float(x.mean()), float(lo), float(hi)
+
+
+def cluster_rate_ci(
+    flags: ArrayLike, clusters: ArrayLike, n_boot: int = 2000, alpha: float = 0.05,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """(mean, lo, hi): mean of per-query flags and its percentile bootstrap CI over clusters
+    (resampled with replacement; each drawn cluster brings all its queries)."""
+    x = np.asarray(flags, dtype=float).ravel()
+    cl = np.asarray(clusters).ravel()
+    if len(cl) != len(x):
+        raise ValueError(f"length mismatch: {len(x)} flags, {len(cl)} cluster labels")
+    if len(x) == 0:
+        return (float("nan"),) * 3
+    if n_boot < 1 or not 0.0 < alpha < 1.0:
+        raise ValueError(f"need n_boot >= 1 and 0 < alpha < 1, got {n_boot}, {alpha}")
+    _, ids = np.unique(cl, return_inverse=True)
+    k = int(ids.max()) + 1
+    sums = np.bincount(ids, weights=x, minlength=k)
+    sizes = np.bincount(ids, minlength=k).astype(float)
+    rng = np.random.Generator(np.random.PCG64(seed))
+    draws = rng.integers(0, k, size=(n_boot, k))
+    means = sums[draws].sum(axis=1) / sizes[draws].sum(axis=1)
+    lo, hi = np.percentile(means, [100 * alpha / 2, 100 * (1 - alpha / 2)])
+    return float(x.mean()), float(lo), float(hi)
+
+
+def seed_paired_test(a: Mapping[object, float], b: Mapping[object, float],
+                     alpha: float = 0.05) -> dict[str, float]:
+    """Paired comparison of two methods' per-seed rates (``b - a``) over the seeds both
+    have: mean difference, its t interval, the exact sign-flip p-value and the paired t-test
+    p-value (NaN where undefined)."""
+    from itertools import product
+
+    from scipy import stats
+
+    seeds = sorted(set(a) & set(b), key=str)
+    d = np.array([b[s] - a[s] for s in seeds], dtype=float)
+    n = len(d)
+    out = {"seeds": float(n), "mean_diff": float(d.mean()) if n else float("nan"),
+           "ci_lo": float("nan"), "ci_hi": float("nan"), "p_sign_flip": float("nan"),
+           "p_ttest": float("nan")}
+    if n == 0:
+        return out
+    if n <= 20:
+        obs = abs(d.sum())
+        signs = np.array(list(product((1.0, -1.0), repeat=n)))
+        out["p_sign_flip"] = float(np.mean(np.abs(signs @ d) >= obs - 1e-12))
+    if n >= 2:
+        sd = d.std(ddof=1)
+        if sd > 0:
+            half = stats.t.ppf(1 - alpha / 2, n - 1) * sd / np.sqrt(n)
+            out["ci_lo"], out["ci_hi"] = float(d.mean() - half), float(d.mean() + half)
+            out["p_ttest"] = float(stats.ttest_rel([b[s] for s in seeds],
+                                                   [a[s] for s in seeds]).pvalue)
+        else:
+            out["ci_lo"] = out["ci_hi"] = float(d.mean())
+            out["p_ttest"] = 1.0 if d.mean() == 0 else 0.0
+    return out
 
 
 def _bin_ids(conf: np.ndarray, n_bins: int, strategy: Strategy) -> np.ndarray:

@@ -24,7 +24,7 @@ from smartvector.timeutil import DAY
 
 from .dataset import Dataset, DocVersion, Query
 from .grading import Grade, grade
-from .retrievers import QueryInput, Ranking, Retriever
+from .retrievers import QueryInput, RankedHit, Ranking, Retriever
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ def replay(
         ranking = _answer(retriever, obj, query_vectors[obj.id], k, obj.ts, result)
         if feedback_chosen(seed, obj.id, feedback_rate) and ranking.hits:
             top = ranking.hits[0]
-            ok = grade(top.text, top.doc_id, top.doc_id in injected, obj) == Grade.CORRECT
+            ok = grade_hit(top, obj, injected) == Grade.CORRECT
             retriever.feedback(top, ok, obj.ts)
             result.feedback[obj.id] = "accepted" if ok else "corrected"
     for q in pending:
@@ -139,9 +139,20 @@ def _answer(retriever: Retriever, q: Query, qvec: np.ndarray, k: int, at: float,
     return ranking
 
 
-def injected_docs(dataset: Dataset) -> set[str]:
-    """Ids of the documents that are injected contradictions (``meta.injected``)."""
-    return {d.doc_id for d in dataset.corpus if d.injected}
+def injected_docs(dataset: Dataset) -> dict[str, tuple[str, ...] | None]:
+    """Injected documents (``meta.injected``), each with the documents it contradicts
+    (``meta.contradicts``; None where the corpus does not say)."""
+    out: dict[str, tuple[str, ...] | None] = {}
+    for d in dataset.corpus:
+        if d.injected:
+            c = d.meta.get("contradicts")
+            out[d.doc_id] = None if c is None else tuple(c)
+    return out
+
+
+def grade_hit(hit: RankedHit, q: Query, injected: dict[str, tuple[str, ...] | None]) -> Grade:
+    """The shared grade of one retrieved hit for query ``q``."""
+    return grade(hit.text, hit.doc_id, hit.doc_id in injected, q, injected.get(hit.doc_id))
 
 
 def grade_run(dataset: Dataset, result: ReplayResult) -> list[dict]:
@@ -152,11 +163,12 @@ def grade_run(dataset: Dataset, result: ReplayResult) -> list[dict]:
             for q, r in result.run]
 
 
-def _prediction(injected: set[str], method: str, q: Query, ranking: Ranking,
-                feedback: str) -> dict:
-    grades = [grade(h.text, h.doc_id, h.doc_id in injected, q) for h in ranking.hits]
+def _prediction(injected: dict[str, tuple[str, ...] | None], method: str, q: Query,
+                ranking: Ranking, feedback: str) -> dict:
+    grades = [grade_hit(h, q, injected) for h in ranking.hits]
     first = next((i + 1 for i, g in enumerate(grades) if g == Grade.CORRECT), 0)
-    row = {"query_id": q.id, "method": method, "kind": q.kind}
+    row = {"query_id": q.id, "method": method, "kind": q.kind,
+           "topic": str(q.meta.get("topic") or q.doc_ids[0])}
     if ranking.hits:
         h = ranking.hits[0]
         row.update(

@@ -26,6 +26,7 @@ SCHEMA: dict[str, tuple[str, float]] = {
     "dormant_at": ("f8", np.inf),
     "superseded_at": ("f8", np.inf),
     "archived_at": ("f8", np.inf),
+    "lost_at": ("f8", np.inf),  # when it lost a contradiction (consolidation)
     "n_rel_edges": ("i4", 0),
     "edges_changed_at": ("f8", -np.inf),
 }
@@ -69,8 +70,8 @@ class Columns:
         n = len(next(iter(arrays.values()))) if arrays else 0
         cols = cls(max(n, 1))
         cols.append(n)
-        for k in SCHEMA:
-            cols._data[k][:n] = arrays[k]
+        for k, (_, fill) in SCHEMA.items():
+            cols._data[k][:n] = arrays.get(k, fill)  # columns added later keep their default
         return cols
 
     def nbytes(self) -> int:

@@ -19,6 +19,9 @@ def _finite(x: float) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
+ANCHORS = ("created", "validity")
+
+
 @dataclass(frozen=True)
 class ConfidenceParams:
     """Confidence engine: ``C0 * 2^(-age/H)`` plus feedback, access and ripple terms."""
@@ -30,8 +33,11 @@ class ConfidenceParams:
     access_cap: float = 0.10
     floor: float = 0.01
     dormant_threshold: float = 0.15
+    anchor: str = "created"  # or "validity": no decay while in force, then from its end
 
     def __post_init__(self) -> None:
+        _check(self.anchor in ANCHORS, "confidence.anchor", self.anchor,
+               f"one of {', '.join(ANCHORS)}")
         _check(_finite(self.half_life_days) and self.half_life_days > 0,
                "confidence.half_life_days", self.half_life_days, "> 0")
         for name in ("positive_boost", "negative_penalty", "access_reinforcement",
@@ -78,16 +84,23 @@ class ScoringWeights:
 
 @dataclass(frozen=True)
 class TemporalParams:
-    """Temporal signal: ``2^(-age/H_t)`` inside the validity window, ``outside`` beyond it."""
+    """Temporal signal. ``anchor="created"`` (the paper): ``2^(-age/H_t)`` with age since
+    creation inside the validity window, ``outside_window`` beyond it. ``anchor="validity"``:
+    1 while the vector is in force at the query's time, ``2^(-(t - end)/H_t)`` after it
+    stopped being in force (its window closed, it was superseded or it lost a contradiction),
+    ``outside_window`` before its window opens."""
 
     half_life_days: float = 30.0
     outside_window: float = 0.05
+    anchor: str = "created"
 
     def __post_init__(self) -> None:
         _check(_finite(self.half_life_days) and self.half_life_days > 0,
                "temporal.half_life_days", self.half_life_days, "> 0")
         _check(_finite(self.outside_window) and 0 <= self.outside_window <= 1,
                "temporal.outside_window", self.outside_window, "in [0, 1]")
+        _check(self.anchor in ANCHORS, "temporal.anchor", self.anchor,
+               f"one of {', '.join(ANCHORS)}")
 
 
 @dataclass(frozen=True)
@@ -116,6 +129,11 @@ class RippleParams:
                self.max_depth, "an int >= 0")
 
 
+#: how a contradiction is resolved: the paper's majority of recency, authority and feedback,
+#: or the source with clearly higher authority (by ``authority_margin``), else the newer one
+RESOLUTIONS = ("majority", "authority_margin")
+
+
 @dataclass(frozen=True)
 class ConsolidationParams:
     """Consolidation ("sleep"): contradiction search, dependency edges, archival."""
@@ -125,6 +143,8 @@ class ConsolidationParams:
     contradiction_penalty: float = 0.15
     dependency_similarity: float = 0.50
     archive_after_days: float = 30.0
+    resolution: str = "majority"
+    authority_margin: float = 0.3
 
     def __post_init__(self) -> None:
         _check(isinstance(self.neighbours, int) and self.neighbours >= 1,
@@ -136,6 +156,10 @@ class ConsolidationParams:
                "consolidation.contradiction_penalty", self.contradiction_penalty, "in [0, 1]")
         _check(_finite(self.archive_after_days) and self.archive_after_days >= 0,
                "consolidation.archive_after_days", self.archive_after_days, ">= 0")
+        _check(self.resolution in RESOLUTIONS, "consolidation.resolution", self.resolution,
+               f"one of {', '.join(RESOLUTIONS)}")
+        _check(_finite(self.authority_margin) and 0 <= self.authority_margin <= 1,
+               "consolidation.authority_margin", self.authority_margin, "in [0, 1]")
 
 
 @dataclass(frozen=True)

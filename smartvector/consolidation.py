@@ -74,8 +74,26 @@ def differ_in_claims(a: str, b: str) -> bool:
 
 
 def resolve(store: Consolidatable, a: int, b: int) -> tuple[int, int, str]:
-    """Majority of recency, authority and feedback; returns (winner, loser, reasons)."""
+    """The winner of a contradiction; returns (winner, loser, reasons).
+
+    ``resolution="majority"`` (the paper): a majority of recency, authority and feedback
+    (a tie in one criterion abstains; a tied vote goes to authority, then recency).
+    ``resolution="authority_margin"``: the source whose authority is higher by at least
+    ``authority_margin`` wins (a policy beats a chat message), otherwise the newer one (a
+    revision beats the text it revises, whatever channel it came through)."""
     c = store.columns
+    params = store.config.consolidation
+    if params.resolution == "authority_margin":
+        da = float(c["authority"][a] - c["authority"][b])
+        if abs(da) >= params.authority_margin and da != 0:
+            winner = a if da > 0 else b
+            why = f"authority:{store.ids[winner]}"
+        elif c["created_at"][a] != c["created_at"][b]:
+            winner = a if c["created_at"][a] > c["created_at"][b] else b
+            why = f"recency:{store.ids[winner]}"
+        else:
+            winner, why = min(a, b), "tie"
+        return winner, (b if winner == a else a), why
     votes = {a: 0, b: 0}
     reasons = []
     for name, va, vb in (
@@ -185,6 +203,7 @@ def consolidate(store: Consolidatable, t: float) -> ConsolidationReport:
             if not ca or not cb or ca & cb or store.graph.has("contradicts", a, b):
                 continue
             winner, loser, why = resolve(store, a, b)
+            c["lost_at"][loser] = min(c["lost_at"][loser], t)
             store.graph.link_contradicts(a, b, t)
             store.penalise(loser, params.contradiction_penalty, t, "contradiction",
                            f"lost to {store.ids[winner]} ({why})")

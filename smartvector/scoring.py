@@ -15,13 +15,27 @@ def temporal_signal(
     valid_from: ArrayLike,
     valid_to: ArrayLike,
     params: TemporalParams,
+    ended_at: ArrayLike | None = None,
 ) -> np.ndarray:
-    """``2^(-age/H_t)`` with age since creation, or ``outside_window`` when ``at`` is
-    before ``valid_from`` or at/after ``valid_to``. Callers drop vectors created after
-    ``at``; a negative age is clamped to 0, never a bonus."""
+    """The temporal signal of vectors at time ``at``.
+
+    ``anchor="created"`` (the paper): ``2^(-age/H_t)`` with age since creation, or
+    ``outside_window`` when ``at`` is before ``valid_from`` or at/after ``valid_to``.
+    ``anchor="validity"``: 1 while in force (``valid_from <= at < end``, ``end`` the earlier
+    of ``valid_to`` and ``ended_at``: when it was superseded or lost a contradiction, if by
+    ``at``), ``2^(-(at - end)/H_t)`` once ended, ``outside_window`` before ``valid_from``.
+    Callers drop vectors created after ``at``; a negative age is clamped to 0, never a bonus.
+    """
+    vf = np.asarray(valid_from, dtype=np.float64)
+    vt = np.asarray(valid_to, dtype=np.float64)
+    if params.anchor == "validity":
+        end = vt if ended_at is None else np.minimum(vt, np.asarray(ended_at, np.float64))
+        since = np.maximum(at - end, 0.0) / DAY
+        out = np.where(at < end, 1.0, np.exp2(-since / params.half_life_days))
+        return np.where(vf <= at, out, params.outside_window)
     age = np.maximum(at - np.asarray(created_at, dtype=np.float64), 0.0) / DAY
     fresh = np.exp2(-age / params.half_life_days)
-    inside = (np.asarray(valid_from) <= at) & (at < np.asarray(valid_to))
+    inside = (vf <= at) & (at < vt)
     return np.where(inside, fresh, params.outside_window)
 
 

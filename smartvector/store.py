@@ -590,8 +590,20 @@ class SmartVectorStore:
         rows = np.asarray(rows, dtype=np.int64)
         c = self.columns
         pos, neg, acc, pen = self._counts_at(rows, t)
-        age = (t - c["created_at"][rows]) / DAY
+        if self.config.confidence.anchor == "validity":  # no decay while in force
+            end = np.minimum(c["valid_to"][rows], self.ended_at(rows, t))
+            age = np.maximum(t - end, 0.0) / DAY
+        else:
+            age = (t - c["created_at"][rows]) / DAY
         return self.engine.compute(c["base_confidence"][rows], age, pos, neg, acc, pen)
+
+    def ended_at(self, rows: np.ndarray, at: TimeLike) -> np.ndarray:
+        """When each row stopped being in force by ``at`` through the store's own events
+        (superseded, or lost a contradiction); inf where neither happened by ``at``."""
+        t = to_ts(at)
+        c = self.columns
+        sup, lost = c["superseded_at"][rows], c["lost_at"][rows]
+        return np.minimum(np.where(sup <= t, sup, np.inf), np.where(lost <= t, lost, np.inf))
 
     def relational_edges_at(self, rows: np.ndarray, at: TimeLike) -> np.ndarray:
         """Number of depends_on + depended_by edges of ``rows`` made by ``at``."""
@@ -657,7 +669,7 @@ class SmartVectorStore:
             "semantic": cand.semantic,
             "temporal": temporal_signal(
                 t, c["created_at"][rows], c["valid_from"][rows], c["valid_to"][rows],
-                self.config.temporal),
+                self.config.temporal, self.ended_at(rows, t)),
             "confidence": self.confidence_at(rows, t),
             "relational": relational_signal(
                 self.relational_edges_at(rows, t), self.config.relational),

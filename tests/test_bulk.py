@@ -240,6 +240,7 @@ def reference_consolidate(store: SmartVectorStore, t: float):
                         or not differ_in_claims(store.texts[a], store.texts[b])):
                     continue
                 winner, loser, why = resolve(store, a, b)
+                c["lost_at"][loser] = min(c["lost_at"][loser], t)
                 store.graph.link_contradicts(a, b, t)
                 store.penalise(loser, params.contradiction_penalty, t, "contradiction",
                                f"lost to {store.ids[winner]} ({why})")

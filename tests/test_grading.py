@@ -122,3 +122,18 @@ def test_grade_contradicted_and_wrong() -> None:
 def test_grade_is_case_and_whitespace_insensitive() -> None:
     q = _query(answer="90 Days")
     assert grade("KEPT FOR 90\n   DAYS.", "a", False, q) is Grade.CORRECT
+
+
+def test_injected_chunks_contradict_only_their_own_topic() -> None:
+    q = Query("q", "how long?", datetime(2024, 6, 1, tzinfo=UTC), ("a",), "90 days",
+              ("30 days",))
+    rumor = "heard retention is 7 days now"
+    # on topic: the rumor names the query's document as the one it contradicts
+    assert grade(rumor, "rumor", True, q, ("a",)) is Grade.CONTRADICTED
+    # off topic: an injected chunk about another document is merely wrong
+    assert grade(rumor, "rumor", True, q, ("b",)) is Grade.WRONG
+    assert grade(rumor, "rumor", True, q, ()) is Grade.WRONG
+    # older datasets without meta.contradicts: every injected chunk contradicts
+    assert grade(rumor, "rumor", True, q, None) is Grade.CONTRADICTED
+    # a stale value still wins over the rumor grades, on or off topic
+    assert grade("heard it is 30 days", "rumor", True, q, ("b",)) is Grade.STALE
