@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 from pathlib import Path
 
 import pytest
 
 from experiments.corpora.policy_synth import (
-    FACTS,
     PolicySynthConfig,
     corpus_stats,
     count_vectors,
     generate,
+    load_bank,
     main,
     validate,
     write_policy_synth,
@@ -273,7 +273,7 @@ def test_queries_paraphrase_rather_than_copy_the_fact():
         words = re.findall(r"[a-z0-9']+", text.lower())
         return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
 
-    for fact in FACTS:
+    for fact in load_bank().facts:
         assert len(fact.questions) >= 2 and len(fact.dep_questions) >= 2
         for q in fact.questions:
             assert not grams(q) & grams(fact.fact), (fact.key, q)
@@ -282,13 +282,256 @@ def test_queries_paraphrase_rather_than_copy_the_fact():
 
 
 def test_fact_bank_is_large_and_every_fact_fits_together():
-    assert len(FACTS) >= 40
-    assert len({f.key for f in FACTS}) == len({f.title for f in FACTS}) == len(FACTS)
+    facts = load_bank().facts
+    assert len(facts) >= 40
+    assert len({f.key for f in facts}) == len({f.title for f in facts}) == len(facts)
     corpus, queries = generate(
-        PolicySynthConfig(n_topics=len(FACTS), n_dependents=len(FACTS), seed=2)
+        PolicySynthConfig(n_topics=len(facts), n_dependents=len(facts), seed=2)
     )
-    assert len({r["meta"]["topic"] for r in corpus}) == len(FACTS)
+    assert len({r["meta"]["topic"] for r in corpus}) == len(facts)
     assert len(queries) == 138
+
+
+# --- protocol axes ------------------------------------------------------------------------
+
+DAY = 86400.0
+
+REGIMES: dict[str, dict] = {
+    "quiet": {},
+    "uniform": {"query_timing": "uniform"},
+    "after_change": {"query_timing": "after_change"},
+    "after_change_2d": {"query_timing": "after_change", "after_change_days": 2},
+    "documents": {"supersession": "documents"},
+    "documents_no_windows": {"supersession": "documents", "validity_windows": False},
+    "no_windows": {"validity_windows": False},
+    "off_topic": {"off_topic_share": 0.5, "contradiction_rate": 1.0},
+    "combined": {"query_timing": "uniform", "supersession": "documents",
+                 "off_topic_share": 1.0, "seed": 4},
+}  # fmt: skip
+
+
+@cache
+def _regime(name: str) -> tuple[list[dict], list[dict]]:
+    return generate(PolicySynthConfig(**REGIMES[name]))
+
+
+def _policy_records(corpus: list[dict], topic: str) -> list[dict]:
+    """The topic's policy versions in time order, whatever the supersession."""
+    recs = [r for r in corpus if r["meta"].get("role") == "policy" and r["meta"]["topic"] == topic]
+    return sorted(recs, key=lambda r: _ts(r["valid_from"]))
+
+
+def _in_force(records: list[dict], at: float) -> dict:
+    return [r for r in records if _ts(r["valid_from"]) <= at][-1]
+
+
+@pytest.mark.parametrize("regime", list(REGIMES))
+def test_every_regime_loads_with_every_query_answerable(regime, tmp_path):
+    cfg = PolicySynthConfig(**REGIMES[regime])
+    ds = load_dataset(write_policy_synth(cfg, tmp_path), strict=True)
+    assert not ds.unanswerable and len(ds.queries) == 138
+
+
+@pytest.mark.parametrize("regime", list(REGIMES))
+def test_ground_truth_holds_in_every_regime(regime):
+    corpus, queries = _regime(regime)
+    by_id = _versions(corpus)
+    for q in queries:
+        at = _ts(q["asked_at"])
+        policy = _policy_records(corpus, q["meta"]["topic"])
+        now = _in_force(policy, at)
+        assert now["meta"]["value"] == q["answer"], q["id"]
+        assert [r["meta"]["value"] for r in policy if _ts(r["valid_from"]) < _ts(
+            now["valid_from"])] == q["stale_answers"], q["id"]  # fmt: skip
+        assert q["meta"]["version_in_force"] == policy.index(now) + 1
+        # every listed document exists by then, and one of them states the answer
+        assert all(_ts(by_id[d][0]["valid_from"]) <= at for d in q["doc_ids"]), q["id"]
+        assert any(contains_answer(_in_force(by_id[d], at)["text"], q["answer"])
+                   for d in q["doc_ids"]), q["id"]  # fmt: skip
+        if q["kind"] == "current":
+            assert not q["text"].startswith("As of")
+        if q["kind"] == "as_of":  # dated, asked strictly between two versions
+            assert q["text"].startswith("As of ") and now is not policy[-1]
+
+
+@pytest.mark.parametrize(("gap", "window"), [(45, 30), (60, 10)])
+def test_quiet_current_queries_follow_a_revision_free_window(gap, window):
+    cfg = PolicySynthConfig(min_version_gap_days=gap, query_window_days=window)
+    corpus, queries = generate(cfg)
+    window_start = datetime.fromisoformat(cfg.end).date() - timedelta(days=window - 1)
+    revisions = [datetime.fromisoformat(r["valid_from"]).date() for r in corpus
+                 if r["meta"]["role"] == "policy"]  # fmt: skip
+    # no policy revision (of any topic) in the `gap` days before the query window ...
+    assert all((window_start - day).days >= gap for day in revisions)
+    assert any((window_start - day).days < gap + 30 for day in revisions)
+    # ... and every current query is asked in that window
+    current = [q for q in queries if q["kind"] == "current"]
+    assert len(current) == 62
+    for q in current:
+        assert datetime.fromisoformat(q["asked_at"]).date() >= window_start
+
+
+def test_uniform_current_queries_spread_over_the_timeline():
+    corpus, queries = _regime("uniform")
+    current = [q for q in queries if q["kind"] == "current"]
+    first = min(_ts(r["valid_from"]) for r in corpus)
+    end = _ts("2026-01-01T00:00:00Z")
+    quarters = [0, 0, 0, 0]
+    for q in current:
+        at = _ts(q["asked_at"])
+        assert _ts(_policy_records(corpus, q["meta"]["topic"])[0]["valid_from"]) < at < end
+        quarters[min(3, int(4 * (at - first) / (end - first)))] += 1
+    assert min(quarters) >= 0.1 * len(current), quarters
+    # in the middle of churn: many are asked before a later revision of their topic
+    stats = corpus_stats(corpus, queries)
+    assert stats["current_queries_before_a_later_revision"] >= len(current) / 4
+    assert stats["current_days_since_change"]["min"] < 45
+    # revisions run on to the end of the span (quiet stops them 75 days before it)
+    last = max(_ts(r["valid_from"]) for r in corpus if r["meta"]["role"] == "policy")
+    assert end - last < 30 * DAY
+
+
+@pytest.mark.parametrize("regime", ["after_change", "after_change_2d"])
+def test_after_change_queries_are_asked_soon_after_their_answer_appeared(regime):
+    corpus, queries = _regime(regime)
+    days = REGIMES[regime].get("after_change_days", 7)
+    current = [q for q in queries if q["kind"] == "current"]
+    assert len(current) == 62
+    for q in current:
+        at = _ts(q["asked_at"])
+        policy = _policy_records(corpus, q["meta"]["topic"])
+        now = _in_force(policy, at)
+        assert 0 < at - _ts(now["valid_from"]) <= days * DAY, q["id"]
+        # the version in force is a revision, so there is a stale value to fall for
+        assert now is not policy[0] and q["stale_answers"], q["id"]
+    assert corpus_stats(corpus, queries)["current_days_since_change"]["max"] <= days
+
+
+def test_timing_regimes_other_than_quiet_share_one_corpus():
+    uniform, uq = _regime("uniform")
+    after, aq = _regime("after_change")
+    assert uniform == after
+
+    def others(queries: list[dict]) -> list[dict]:
+        return [{**q, "id": None} for q in queries if q["kind"] != "current"]
+
+    assert others(uq) == others(aq)
+    assert [q["asked_at"] for q in uq] != [q["asked_at"] for q in aq]
+
+
+@pytest.mark.parametrize("windows", [True, False])
+def test_documents_supersession_gives_one_document_per_version(windows):
+    base, base_queries = generate(PolicySynthConfig(validity_windows=windows))
+    corpus, queries = generate(PolicySynthConfig(supersession="documents",
+                                                 validity_windows=windows))  # fmt: skip
+    docs = _versions(corpus)
+    assert all(len(v) == 1 and v[0]["version"] == 1 for v in docs.values())
+    assert len(corpus) == len(base)
+    # the same records, each version renamed <doc_id>-v<k>; runbooks depend on the policy
+    # version whose value they quote
+    renamed = {}
+    for rec in base:
+        new_id = rec["doc_id"] if rec["meta"].get("injected") else (
+            f"{rec['doc_id']}-v{rec['version']}")  # fmt: skip
+        renamed[(rec["doc_id"], rec["version"])] = new_id
+        twin = docs[new_id][0]
+        keep = ("valid_from", "source_type", "authority", "author", "text")
+        assert all(twin[k] == rec[k] for k in keep), new_id
+        for dep in twin.get("depends_on", []):
+            assert docs[dep][0]["meta"]["value"] == rec["meta"]["value"]
+    # queries list every version-document of their series that exists when they are asked
+    for q, bq in zip(queries, base_queries, strict=True):
+        assert (q["asked_at"], q["text"], q["answer"]) == (bq["asked_at"], bq["text"], bq["answer"])
+        at = _ts(q["asked_at"])
+        expected = [renamed[(d, r["version"])] for d in bq["doc_ids"]
+                    for r in _versions(base)[d] if _ts(r["valid_from"]) <= at]  # fmt: skip
+        assert q["doc_ids"] == expected
+        # exactly the version in force (and runbook versions quoting it) states the answer
+        stating = [d for d in q["doc_ids"] if contains_answer(docs[d][0]["text"], q["answer"])]
+        policy_stating = [d for d in stating if docs[d][0]["meta"]["role"] == "policy"]
+        assert policy_stating == [q["meta"]["policy_doc"]]
+
+
+@pytest.mark.parametrize("regime", ["quiet", "no_windows", "documents", "documents_no_windows"])
+def test_validity_windows_present_or_absent_as_configured(regime):
+    corpus, _ = _regime(regime)
+    windows = REGIMES[regime].get("validity_windows", True)
+    for topic_role in {(r["meta"]["topic"], r["meta"]["role"]) for r in corpus}:
+        recs = sorted((r for r in corpus if (r["meta"]["topic"], r["meta"]["role"]) == topic_role),
+                      key=lambda r: _ts(r["valid_from"]))  # fmt: skip
+        for a, b in zip(recs, recs[1:], strict=False):
+            assert a.get("valid_to") == (b["valid_from"] if windows else None)
+        assert "valid_to" not in recs[-1]
+
+
+@pytest.mark.parametrize("regime", ["quiet", "documents", "off_topic", "combined"])
+def test_rumors_say_what_they_contradict(regime):
+    corpus, queries = _regime(regime)
+    cfg = PolicySynthConfig(**REGIMES[regime])
+    injected = [r for r in corpus if r["meta"].get("injected") is True]
+    rumors = [r for r in injected if r["meta"]["role"] == "rumor"]
+    off_topic = [r for r in injected if r["meta"]["role"] == "off_topic"]
+    assert len(rumors) + len(off_topic) == len(injected)
+    assert len(off_topic) == int(cfg.off_topic_share * len(injected) + 0.5)
+    for r in rumors:  # every document stating the topic's fact, and nothing else
+        topic_docs = [g["doc_id"] for g in corpus if g["meta"]["topic"] == r["meta"]["topic"]
+                      and g["meta"]["role"] in ("policy", "dependent")]  # fmt: skip
+        assert sorted(r["meta"]["contradicts"]) == sorted(set(topic_docs))
+    for q in queries:
+        for r in rumors:
+            same_topic = r["meta"]["topic"] == q["meta"]["topic"]
+            assert bool(set(r["meta"]["contradicts"]) & set(q["doc_ids"])) == same_topic
+
+
+def test_off_topic_chunks_are_marked_and_state_nothing():
+    corpus, queries = _regime("off_topic")
+    base, base_queries = generate(PolicySynthConfig(contradiction_rate=1.0))
+    values = {r["meta"]["value"] for r in base}
+    off = [r for r in corpus if r["meta"]["role"] == "off_topic"]
+    assert len(off) == 16
+    for r in off:
+        assert r["meta"]["injected"] is True and r["meta"]["contradicts"] == []
+        assert "value" not in r["meta"] and not re.search(r"\d", r["text"])
+        assert not any(contains_answer(r["text"], v) for v in values)
+    # the share only rewrites injected chunks: same ids, times and authors; all else equal
+    assert queries == base_queries
+    assert [r for r in corpus if not r["meta"].get("injected")] == [
+        r for r in base if not r["meta"].get("injected")]  # fmt: skip
+    twins = {r["doc_id"]: r for r in base}
+    for r in off:
+        t = twins[r["doc_id"]]
+        assert (r["valid_from"], r["author"], r["authority"]) == (
+            t["valid_from"], t["author"], t["authority"])  # fmt: skip
+        assert t["meta"]["role"] == "rumor" and r["text"] != t["text"]
+
+
+@pytest.mark.parametrize("mix", [(0, 0, 5), (10, 0, 0), (0, 7, 0), (3, 100, 41)])
+def test_query_kind_mix_is_an_axis(mix, tmp_path):
+    cfg = PolicySynthConfig(n_current_queries=mix[0], n_as_of_queries=mix[1],
+                            n_dependent_queries=mix[2])  # fmt: skip
+    ds = load_dataset(write_policy_synth(cfg, tmp_path), strict=True)
+    kinds = [q.kind for q in ds.queries]
+    assert (kinds.count("current"), kinds.count("as_of"), kinds.count("dependent")) == mix
+
+
+def test_many_queries_keep_ids_in_time_order():
+    _, queries = generate(PolicySynthConfig(n_current_queries=1000))
+    ids = [q["id"] for q in queries]
+    assert ids[0] == "q0001" and ids == sorted(ids) and len(set(ids)) == 1000 + 56 + 20
+
+
+def test_missing_or_broken_fact_bank_is_a_one_line_error(tmp_path):
+    with pytest.raises(ValueError, match="fact bank .*missing") as e:
+        load_bank(tmp_path / "bank.json")
+    assert "\n" not in str(e.value)
+    (tmp_path / "bank.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(ValueError, match="fact bank") as e:
+        load_bank(tmp_path / "bank.json")
+    assert "\n" not in str(e.value)
+    (tmp_path / "bank.json").write_text('{"facts": [{"key": "x"}]}', encoding="utf-8")
+    with pytest.raises(ValueError, match="malformed") as e:
+        load_bank(tmp_path / "bank.json")
+    assert "\n" not in str(e.value)
 
 
 # --- config and command line --------------------------------------------------------------
@@ -314,12 +557,27 @@ def test_fact_bank_is_large_and_every_fact_fits_together():
         ({"dependent_lag_max_days": 1}, "dependent_lag_max_days"),
         ({"lower_channels": ["carrier_pigeon"]}, "lower_channels"),
         ({"authority_noise": -0.1}, "authority_noise"),
+        ({"n_topics": 0}, "n_topics"),
+        ({"query_window_days": 0}, "query_window_days"),
+        ({"query_timing": "sometimes"}, "query_timing"),
+        ({"after_change_days": 0}, "after_change_days"),
+        ({"off_topic_share": 1.5}, "off_topic_share"),
+        ({"supersession": "forks"}, "supersession"),
+        ({"validity_windows": "yes"}, "validity_windows"),
+        ({"versions_min": 1, "versions_max": 1}, "n_as_of_queries"),
+        ({"n_dependents": 0}, "n_dependent_queries"),
+        (
+            {"n_current_queries": 0, "n_as_of_queries": 0, "n_dependent_queries": 0},
+            "n_current_queries",
+        ),
+        ({"query_timing": "uniform", "min_version_gap_days": 300}, "min_version_gap_days"),
     ],
 )
 def test_config_validation_names_the_field(kwargs, field):
     cfg = PolicySynthConfig(**kwargs)
-    with pytest.raises(ValueError, match=field):
+    with pytest.raises(ValueError, match=field) as e:
         validate(cfg)
+    assert "\n" not in str(e.value)
     with pytest.raises(ValueError, match=field):
         generate(cfg)
 
