@@ -67,6 +67,24 @@ def build_frozen(cls: type, node: dict[str, Any]) -> Any:
     return cls(**kwargs)
 
 
+def with_overrides(obj: Any, overrides: dict[str, Any] | None, where: str = "store") -> Any:
+    """A copy of the frozen dataclass ``obj`` with nested ``overrides`` applied; a one-line
+    ValueError names an unknown key (``where.key``)."""
+    if not overrides:
+        return obj
+    hints = typing.get_type_hints(type(obj))
+    names = {f.name for f in dataclasses.fields(obj)}
+    changes = {}
+    for key, value in overrides.items():
+        if key not in names:
+            raise ValueError(f"{where}.{key}: unknown key (known: {', '.join(sorted(names))})")
+        if dataclasses.is_dataclass(hints[key]) and isinstance(value, dict):
+            changes[key] = with_overrides(getattr(obj, key), value, f"{where}.{key}")
+        else:
+            changes[key] = value
+    return dataclasses.replace(obj, **changes)
+
+
 @dataclass
 class EmbedderConfig:
     name: str = "minilm"

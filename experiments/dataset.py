@@ -3,13 +3,16 @@
 A dataset is a directory holding ``corpus.jsonl`` (one line per document version) and
 ``queries.jsonl`` (one line per query); ``datasets/README.md`` documents every field.
 ``load_dataset`` validates each line and stops at the first bad one with a one-line
-``DatasetError`` ``"<file>:<line>: <what is wrong>"``. ``write_dataset`` writes the canonical
+``DatasetError`` ``"<file>:<line>: <what is wrong>"``, except for versions whose times are out
+of order within a document, which it repairs (``repair_times``) with one
+``OutOfOrderVersionsWarning`` unless ``strict``. ``write_dataset`` writes the canonical
 form (fixed field order, ``Z`` times), so load -> write -> load is identical and
 write -> load -> write is byte-identical; ``Dataset.fingerprint`` hashes that canonical form.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -17,7 +20,7 @@ import tempfile
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +44,9 @@ _JSON_TYPE = {
 }  # fmt: skip
 _SHOWN_IDS = 5
 
+#: how far after its predecessor a version whose time is not after the predecessor's is moved
+REPAIR_STEP = timedelta(seconds=1)
+
 
 class DatasetError(ValueError):
     """A dataset that cannot be loaded; the message is one line, ``"<file>:<line>: ..."``."""
@@ -53,6 +59,10 @@ class DatasetError(ValueError):
 
 class UnanswerableQueryWarning(UserWarning):
     """Some queries were excluded because no version of their documents states the answer."""
+
+
+class OutOfOrderVersionsWarning(UserWarning):
+    """Some versions had times out of order within their document and were repaired."""
 
 
 class _Bad(Exception):
@@ -127,6 +137,8 @@ class Dataset:
 
     ``unanswerable`` lists ``(query id, reason)`` for queries left out of ``queries``; the
     queries themselves are kept in ``excluded`` so writing reproduces the files faithfully.
+    ``repaired`` lists ``(doc id, version, what was changed)`` for versions whose times the
+    loader repaired (``corpus`` holds the repaired times).
     """
 
     corpus: list[DocVersion]
@@ -134,6 +146,7 @@ class Dataset:
     path: Path | None = field(default=None, compare=False)
     unanswerable: list[tuple[str, str]] = field(default_factory=list)
     excluded: list[Query] = field(default_factory=list, repr=False)
+    repaired: list[tuple[str, int, str]] = field(default_factory=list, compare=False)
 
     def doc_ids(self) -> list[str]:
         """Distinct document ids in order of first appearance."""
@@ -168,6 +181,7 @@ class Dataset:
             "queries": len(self.queries),
             "injected": sum(d.injected for d in self.corpus),
             "unanswerable": len(self.unanswerable),
+            "repaired": len(self.repaired),
         }
 
 
@@ -271,9 +285,6 @@ def _parse_doc(obj: Any, line: int | None) -> DocVersion:
     text = _str(obj, "text")
     valid_from = _time(obj, "valid_from")
     valid_to = _time(obj, "valid_to", required=False)
-    if valid_to is not None and valid_to <= valid_from:
-        raise _Bad(f"field 'valid_to' ({format_time(valid_to)}) must be after valid_from "
-                   f"({format_time(valid_from)})")  # fmt: skip
     source_type = _str(obj, "source_type", required=False, default="unknown")
     authority = _get(obj, "authority", False)
     if authority is None:
@@ -316,14 +327,45 @@ def _parse_query(obj: Any, line: int | None) -> Query:
     )
 
 
+def repair_times(times: Sequence[datetime]) -> list[datetime]:
+    """One document's version times (in version order) made strictly increasing, in UTC.
+
+    The loader's rule: a time that is not after its (already repaired) predecessor's becomes
+    the predecessor's plus ``REPAIR_STEP`` (1 s); every other time is kept. So a version
+    that carries an earlier time than the one before it (git author times after a rebase or
+    a late merge) takes effect just after its predecessor, never before it.
+    """
+    out: list[datetime] = []
+    for t in times:
+        t = t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+        if out and t <= out[-1]:
+            t = out[-1] + REPAIR_STEP
+        out.append(t)
+    return out
+
+
 class _CorpusChecker:
-    """Version order per document, checked line by line."""
+    """Version order per document, checked line by line.
 
-    def __init__(self) -> None:
+    Version numbers must increase. Times out of order are errors when ``strict``; otherwise
+    ``add`` returns the version repaired (``valid_from`` by ``repair_times``'s rule, then a
+    ``valid_to`` not after ``valid_from`` dropped) and records it in ``repairs``.
+    """
+
+    def __init__(self, strict: bool = True) -> None:
+        self.strict = strict
         self.last: dict[str, tuple[DocVersion, int]] = {}
+        self.repairs: list[tuple[str, int, int, str]] = []  # doc, version, line, what
 
-    def add(self, doc: DocVersion, line: int) -> None:
+    def add(self, doc: DocVersion, line: int) -> DocVersion:
+        if doc.valid_to is not None and doc.valid_to <= doc.valid_from:
+            # an error within the line itself, not an ordering problem: never repaired
+            raise _Bad(f"field 'valid_to' ({format_time(doc.valid_to)}) must be after "
+                       f"valid_from ({format_time(doc.valid_from)})")  # fmt: skip
         prev = self.last.get(doc.doc_id)
+        changes: dict[str, Any] = {}
+        what: list[str] = []
+        valid_from = doc.valid_from
         if prev is not None:
             before, before_line = prev
             if doc.version == before.version:
@@ -333,11 +375,24 @@ class _CorpusChecker:
                 raise _Bad(f"version {doc.version} of doc {doc.doc_id!r} comes after version "
                            f"{before.version} (line {before_line}); versions must increase "
                            "in file order")  # fmt: skip
-            if doc.valid_from <= before.valid_from:
-                raise _Bad(f"valid_from {format_time(doc.valid_from)} of doc {doc.doc_id!r} "
-                           f"version {doc.version} is not after version {before.version}'s "
-                           f"{format_time(before.valid_from)} (line {before_line})")  # fmt: skip
+            if valid_from <= before.valid_from:
+                if self.strict:
+                    raise _Bad(f"valid_from {format_time(valid_from)} of doc {doc.doc_id!r} "
+                               f"version {doc.version} is not after version {before.version}'s "
+                               f"{format_time(before.valid_from)} (line {before_line})"
+                               )  # fmt: skip
+                valid_from = repair_times([before.valid_from, valid_from])[1]
+                changes["valid_from"] = valid_from
+                what.append(f"valid_from {format_time(doc.valid_from)} -> "
+                            f"{format_time(valid_from)}")  # fmt: skip
+        if doc.valid_to is not None and doc.valid_to <= valid_from:  # only after a repair
+            changes["valid_to"] = None
+            what.append(f"valid_to {format_time(doc.valid_to)} dropped")
+        if changes:
+            doc = dataclasses.replace(doc, **changes)
+            self.repairs.append((doc.doc_id, doc.version, line, ", ".join(what)))
         self.last[doc.doc_id] = (doc, line)
+        return doc
 
 
 def _check_depends(doc: DocVersion, known: set[str]) -> None:
@@ -421,20 +476,27 @@ def load_dataset(path: str | os.PathLike[str], *, strict: bool = False) -> Datas
     """Load and validate a dataset directory; raise ``DatasetError`` at the first bad line.
 
     Line checks run in file order, corpus first. ``depends_on`` references are checked once
-    the whole corpus is read (so a document may depend on one defined later). A query whose
-    ``answer`` no version of its ``doc_ids`` contains is excluded with one
-    ``UnanswerableQueryWarning``, or is an error when ``strict``.
+    the whole corpus is read (so a document may depend on one defined later). Two problems
+    of real data are not errors unless ``strict``:
+
+    - a version whose ``valid_from`` is not after its predecessor's (same document) gets the
+      predecessor's time + 1 s (``repair_times``), and a ``valid_to`` that is then not after
+      its ``valid_from`` is dropped; one ``OutOfOrderVersionsWarning`` counts the repaired
+      versions and names the first few, and ``Dataset.repaired`` lists them all;
+    - a query whose ``answer`` no version of its ``doc_ids`` contains is excluded with one
+      ``UnanswerableQueryWarning``.
+
+    With ``strict=True`` the first of either is a ``DatasetError`` naming its file and line.
     """
     root = Path(path)
     if not root.is_dir():
         what = "is not a directory" if root.exists() else "dataset directory not found"
         raise DatasetError(f"{root}: {what}")
     corpus: list[DocVersion] = []
-    checker = _CorpusChecker()
+    checker = _CorpusChecker(strict=strict)
     for number, obj in _read_lines(root / CORPUS_FILE):
         try:
-            doc = _parse_doc(obj, number)
-            checker.add(doc, number)
+            doc = checker.add(_parse_doc(obj, number), number)
         except _Bad as e:
             raise DatasetError(f"{CORPUS_FILE}:{number}: {e}", CORPUS_FILE, number) from None
         corpus.append(doc)
@@ -478,6 +540,20 @@ def load_dataset(path: str | os.PathLike[str], *, strict: bool = False) -> Datas
         queries.append(query)
     if not first_line:
         raise DatasetError(f"{QUERIES_FILE}: contains no queries", QUERIES_FILE)
+    if checker.repairs:
+        n_from = sum("valid_from" in what for *_, what in checker.repairs)
+        n_to = sum("valid_to" in what for *_, what in checker.repairs)
+        shown = ", ".join(f"{CORPUS_FILE}:{line} {doc_id!r} v{version}"
+                          for doc_id, version, line, _ in checker.repairs[:_SHOWN_IDS])
+        extra = len(checker.repairs) - _SHOWN_IDS
+        more = f" (+{extra} more)" if extra > 0 else ""
+        warnings.warn(
+            f"{root}: repaired {len(checker.repairs)} of {len(corpus)} versions whose time is "
+            f"not after the previous version's ({n_from} valid_from moved to 1 s after it, "
+            f"{n_to} valid_to dropped; strict=True makes this an error): {shown}{more}",
+            OutOfOrderVersionsWarning,
+            stacklevel=2,
+        )
     if unanswerable:
         ids = [qid for qid, _ in unanswerable]
         shown = ", ".join(ids[:_SHOWN_IDS])
@@ -488,7 +564,8 @@ def load_dataset(path: str | os.PathLike[str], *, strict: bool = False) -> Datas
             UnanswerableQueryWarning,
             stacklevel=2,
         )
-    return Dataset(corpus, queries, root, unanswerable, excluded)
+    repaired = [(doc_id, version, what) for doc_id, version, _, what in checker.repairs]
+    return Dataset(corpus, queries, root, unanswerable, excluded, repaired)
 
 
 # --- writing ------------------------------------------------------------------------------
@@ -564,9 +641,13 @@ def _from_records(
     corpus: Iterable[Mapping[str, Any] | DocVersion],
     queries: Iterable[Mapping[str, Any] | Query],
 ) -> tuple[list[DocVersion], list[Query]]:
-    """Validate plain records as ``load_dataset`` would (answers are not checked)."""
+    """Validate plain records as ``load_dataset(strict=True)`` would, answers aside.
+
+    Out-of-order times are errors here, never repaired: the writer does not change data
+    (repair with ``repair_times`` first, or load the files non-strictly and write that).
+    """
     docs: list[DocVersion] = []
-    checker = _CorpusChecker()
+    checker = _CorpusChecker(strict=True)
     for i, rec in enumerate(corpus, start=1):
         try:
             doc = rec if isinstance(rec, DocVersion) else _parse_doc(rec, None)
@@ -616,8 +697,9 @@ def write_dataset(
     """Write ``corpus.jsonl`` and ``queries.jsonl`` in canonical form; return the directory.
 
     Takes a ``Dataset`` (its excluded unanswerable queries are written too, in file order) or
-    ``(corpus records, query records)``, which are validated like loaded lines first. Each
-    file goes to a temporary file that then replaces the target.
+    ``(corpus records, query records)``, which are validated like loaded lines first (as with
+    ``strict=True``: out-of-order times are errors, not repaired). Each file goes to a
+    temporary file that then replaces the target.
     """
     if isinstance(ds_or_records, Dataset):
         corpus, queries = list(ds_or_records.corpus), _all_queries(ds_or_records)

@@ -218,6 +218,23 @@ def unreachable(tracking_uri: str, timeout: float = 5.0) -> str | None:
         return f"cannot reach {tracking_uri}: {one_line(e)}"
 
 
+def auth_problem(exc: BaseException, tracking_uri: str) -> str | None:
+    """A one-line reason when a tracking server refused the credentials (HTTP 401) or the
+    user's permissions (HTTP 403), else None."""
+    text = str(exc)
+    if "error code 401" in text or "UNAUTHENTICATED" in text:
+        user = os.environ.get("MLFLOW_TRACKING_USERNAME")
+        how = (f"the password of user {user!r} was refused" if user else
+               "no credentials were sent")
+        return (f"MLflow server {tracking_uri} requires a login and {how}: set "
+                "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD")
+    if "error code 403" in text or "PERMISSION_DENIED" in text:
+        user = os.environ.get("MLFLOW_TRACKING_USERNAME", "")
+        return (f"MLflow server {tracking_uri} denied user {user!r} access: ask its admin "
+                "for EDIT permission on the experiment")
+    return None
+
+
 def sqlite_problem(tracking_uri: str) -> str | None:
     """Why a local SQLite store cannot be written, or None (also for other stores).
 

@@ -26,7 +26,7 @@ from tqdm import tqdm
 from smartvector import StoreConfig
 from smartvector.embedders import ModelUnavailableError, check_available, make_embedder
 
-from .config import build_frozen, register
+from .config import build_frozen, register, with_overrides
 from .corpora.registry import config_of, get_kind
 from .dataset import Dataset, DatasetError, load_dataset
 from .evaluate import method_metrics, paired_tests, timing_metrics
@@ -80,7 +80,15 @@ def validate(cfg: DictConfig) -> Settings:
         if not methods:
             raise ValueError("no methods selected")
         for name, node in methods.items():
-            make_params(name, node)
+            _, params = make_params(name, node)
+            overrides = getattr(params, "store", None)
+            if overrides:
+                try:
+                    with_overrides(store, overrides, f"methods.{name}.store")
+                except ValueError as e:
+                    msg = str(e)
+                    raise ValueError(msg if msg.startswith("methods.") else
+                                     f"methods.{name}.store: {msg}") from None
         if cfg.protocol.k < 1:
             raise ValueError(f"protocol.k must be >= 1, got {cfg.protocol.k}")
         if cfg.protocol.index not in ("exact", "hnsw"):
@@ -203,6 +211,25 @@ def evaluate_run(cfg: DictConfig, settings: Settings, out_dir: Path) -> dict[str
     plot_reliability(sub, out_dir / "reliability.png",
                      title=f"Reliability of the top-1 score ({cfg.study}, seed {cfg.seed})")
     return metrics
+
+
+def regime(cfg: DictConfig, settings: Settings) -> str:
+    """One line naming the protocol choices that move results: the dataset's axes, the
+    protocol, and each method's pool."""
+    d = cfg.dataset
+    parts = [f"dataset={d.kind}"]
+    for key in ("query_timing", "after_change_days", "contradiction_rate", "off_topic_share",
+                "rumor_recent_prob", "supersession", "validity_windows", "split"):
+        if key in d and not (key == "after_change_days" and d.get("query_timing")
+                             != "after_change"):
+            parts.append(f"{key}={d[key]}")
+    parts.append(f"mode={cfg.protocol.mode}")
+    pools = {n: p["pool"] for n, p in settings.methods.items() if p.get("pool") is not None}
+    if pools:
+        distinct = sorted(set(pools.values()))
+        parts.append("pool=" + (str(distinct[0]) if len(distinct) == 1 else
+                                ",".join(f"{n}:{v}" for n, v in pools.items())))
+    return "regime: " + " ".join(parts)
 
 
 def print_table(metrics: dict[str, Any]) -> None:
@@ -332,6 +359,7 @@ def _run(cfg: DictConfig, settings: Settings) -> float | None:
     except DatasetError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    print(regime(cfg, settings))
     print_table(metrics)
     write_record(out_dir, run_record(cfg, metrics, out_dir, cfg_fp, uri, artifact_location))
     if tracker is not None:

@@ -15,6 +15,12 @@ or KILLED (Ctrl-C, or SIGTERM inside :func:`sigterm_as_interrupt`); a run whose 
 SIGKILLed is marked KILLED by the next :class:`Tracker` opened on the same experiment from
 the same host. Writes to a SQLite store retry on "database is locked", and opening a SQLite
 store is serialised across processes (schema creation is not concurrency-safe in MLflow).
+
+Team servers (``python -m experiments.team_server``): with an ``http(s)://`` tracking URI the
+artifacts go through the server (its ``--artifacts-destination``), never to a local folder;
+credentials come from ``MLFLOW_TRACKING_USERNAME``/``MLFLOW_TRACKING_PASSWORD``; experiments
+are tagged so that the UI opens on the runs table, and each parent run carries every method's
+key metrics (``top1_accuracy/<method>``...) so one row of that table compares the methods.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from .resilience import (  # noqa: F401 - re-exported for the runner and import 
     HOST,
     Terminated,
     apply_http_defaults,
+    auth_problem,
     is_lock_error,
     one_line,
     process_alive,
@@ -55,9 +62,57 @@ PACKAGES = ("smartvector-bench", "numpy", "hnswlib", "sentence-transformers", "t
 RECORD_FILE = "mlflow_run.json"
 
 
+#: Experiment tags that make MLflow's UI open the experiment on its runs table (MLflow 3
+#: otherwise guesses the experiment's kind and may land on the GenAI traces overview).
+UI_TAGS = {"mlflow.experimentKind": "custom_model_development"}
+
+#: Per-method metrics copied onto the parent run as ``<metric>/<method>`` (one row compares).
+KEY_METRICS = ("top1_accuracy", "stale_rate", "contradicted_rate", "ece")
+
+
 def resolve_tracking_uri(configured: str, base_dir: Path) -> str:
-    """``MLFLOW_TRACKING_URI`` wins; a relative sqlite path is made absolute."""
-    return absolute_sqlite(os.environ.get("MLFLOW_TRACKING_URI") or configured, base_dir)
+    """``MLFLOW_TRACKING_URI`` wins; a relative sqlite path is made absolute and a PostgreSQL
+    URI names its driver (see :func:`with_pg_driver`)."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI") or configured
+    return with_pg_driver(absolute_sqlite(uri, base_dir))
+
+
+def with_pg_driver(uri: str) -> str:
+    """``postgresql://`` -> ``postgresql+psycopg2://`` when psycopg2 is what is installed.
+
+    SQLAlchemy 2.1 reads a bare ``postgresql://`` as psycopg 3; the ``[cluster]`` extra ships
+    psycopg2, so a URI that does not name a driver would fail with "No module named psycopg".
+    """
+    import importlib.util
+
+    for bare in ("postgresql://", "postgres://"):
+        if uri.startswith(bare):
+            if importlib.util.find_spec("psycopg") is None and \
+                    importlib.util.find_spec("psycopg2") is not None:
+                return "postgresql+psycopg2://" + uri[len(bare):]
+            return "postgresql://" + uri[len(bare):]
+    return uri
+
+
+def is_server_uri(uri: str) -> bool:
+    """True for a tracking server (``http://``/``https://``), False for a database or files."""
+    return uri.split("://", 1)[0].lower() in ("http", "https")
+
+
+def artifact_location_for(tracking_uri: str, configured: str | Path, base_dir: Path) -> Path:
+    """Where a new experiment keeps its artifacts when the store is not a server: an absolute
+    ``configured`` as is; a relative one next to a SQLite database (so artifacts follow
+    ``MLFLOW_TRACKING_URI=sqlite:////elsewhere/mlflow.db``), else under ``base_dir``.
+    (With a server URI the location is ignored: the server stores the artifacts.)"""
+    configured = Path(configured)
+    if configured.is_absolute():
+        return configured
+    prefix = "sqlite:///"
+    if tracking_uri.startswith(prefix):
+        db = Path(tracking_uri[len(prefix):].split("?", 1)[0])
+        if db.is_absolute():
+            return (db.parent / configured).resolve()
+    return (base_dir / configured).resolve()
 
 
 def absolute_sqlite(uri: str, base_dir: Path) -> str:
@@ -123,16 +178,7 @@ class Tracker:
         self._stack: list[str] = []
         with store_lock(tracking_uri):
             self.client = MlflowClient(tracking_uri)  # opens the store (creates the schema)
-            exp = retry_locked(self.client.get_experiment_by_name, experiment)
-            if exp is None:
-                Path(artifact_location).mkdir(parents=True, exist_ok=True)
-                try:
-                    retry_locked(self.client.create_experiment, experiment,
-                                 artifact_location=Path(artifact_location).as_uri())
-                except Exception:  # noqa: BLE001 - a parallel job may have created it first
-                    if self.client.get_experiment_by_name(experiment) is None:
-                        raise
-                exp = retry_locked(self.client.get_experiment_by_name, experiment)
+            exp = get_or_create_experiment(self.client, experiment, artifact_location)
             if exp.lifecycle_stage == "deleted":
                 raise RuntimeError(
                     f"MLflow experiment {experiment!r} is deleted; restore it "
@@ -257,6 +303,39 @@ class Tracker:
         retry_locked(self.client.log_inputs, self.run_id, datasets=[entity])
 
 
+def get_or_create_experiment(client: Any, name: str, artifact_location: Path | None,
+                             attempts: int = 5) -> Any:
+    """The experiment ``name``, created (tagged with :data:`UI_TAGS`) if missing.
+
+    Safe when several jobs do it at once: a create that loses the race (unique constraint,
+    ``RESOURCE_ALREADY_EXISTS``) is followed by another get. With a server URI the server
+    picks the artifact location (its artifact proxy); otherwise ``artifact_location``.
+    """
+    for attempt in range(attempts):
+        exp = retry_locked(client.get_experiment_by_name, name)
+        if exp is not None:
+            if exp.lifecycle_stage == "active" and any(
+                    exp.tags.get(k) != v for k, v in UI_TAGS.items()):
+                try:  # older experiments: open on the runs table too (needs EDIT permission)
+                    for k, v in UI_TAGS.items():
+                        retry_locked(client.set_experiment_tag, exp.experiment_id, k, v)
+                except Exception:  # noqa: BLE001 - only the UI's landing tab depends on it
+                    pass
+            return exp
+        location = None
+        if artifact_location is not None and not is_server_uri(client.tracking_uri):
+            Path(artifact_location).mkdir(parents=True, exist_ok=True)
+            location = Path(artifact_location).as_uri()
+        try:
+            retry_locked(client.create_experiment, name, artifact_location=location,
+                         tags=dict(UI_TAGS))
+        except Exception:  # noqa: BLE001 - a parallel job may have created it first
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
 def open_tracker(tracking_uri: str, experiment: str,
                  artifact_location: Path) -> tuple[Tracker | None, str | None]:
     """``(tracker, None)``, or ``(None, reason)`` when the store cannot be used right now
@@ -267,7 +346,8 @@ def open_tracker(tracking_uri: str, experiment: str,
     try:
         return Tracker(tracking_uri, experiment, artifact_location), None
     except Exception as e:  # noqa: BLE001 - any failure here means "log later"
-        return None, f"cannot use MLflow store {tracking_uri}: {one_line(e)}"
+        return None, auth_problem(e, tracking_uri) or \
+            f"cannot use MLflow store {tracking_uri}: {one_line(e)}"
 
 
 # --- what a run logs, from its output directory ------------------------------------------
@@ -325,6 +405,7 @@ def log_output_dir(out_dir: Path, tracker: Tracker) -> str:
         tracker.log_metrics({f"corpus_{k}": v for k, v in metrics["corpus"].items()
                              if isinstance(v, int | float)})
         tracker.log_metrics(metrics["reembed"])
+        tracker.log_metrics(method_summary(metrics))
         ds = record["dataset"]
         corpus = out_dir / ds["corpus"]  # relative to the output dir, or absolute
         if corpus.is_file():
@@ -341,6 +422,12 @@ def log_output_dir(out_dir: Path, tracker: Tracker) -> str:
                 tracker.log_params({"method": method, **params})
                 tracker.log_metrics({**m["quality"], **m["timing"]})
     return parent.info.run_id
+
+
+def method_summary(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """Each method's :data:`KEY_METRICS` as ``<metric>/<method>``, for the parent run."""
+    return {f"{k}/{method}": m["quality"][k] for method, m in metrics["methods"].items()
+            for k in KEY_METRICS if isinstance(m["quality"].get(k), int | float)}
 
 
 def find_output_dirs(paths: list[Path]) -> list[Path]:

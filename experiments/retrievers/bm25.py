@@ -13,8 +13,6 @@ from ..dataset import DocVersion, Query
 from .base import Context, QueryInput, RankedHit, Ranking, Retriever, register
 from .ledger import ChunkLedger
 
-logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build
-
 
 @dataclass
 class BM25Params:
@@ -47,6 +45,7 @@ class BM25Index:
         """BM25 score of every one of the first ``n`` rows for ``text``."""
         import bm25s
 
+        logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build
         if n == 0:
             return np.empty(0)
         if n != self._n:

@@ -12,6 +12,7 @@ import numpy as np
 from smartvector import ScoringWeights, SmartVectorStore, Status
 from smartvector.store import SearchResult
 
+from ..config import with_overrides
 from ..dataset import DocVersion, Query
 from ..grading import contains_answer
 from .base import SIGNALS, Context, QueryInput, RankedHit, Ranking, Retriever, clip01, register
@@ -25,11 +26,20 @@ def _check_pool(pool: int | None) -> None:
 
 
 class StoreRetriever(Retriever):
-    """A retriever that owns a :class:`SmartVectorStore` (its index, lifecycle and graph)."""
+    """A retriever that owns a :class:`SmartVectorStore` (its index, lifecycle and graph).
+    A method's ``store`` parameter (nested keys of :class:`StoreConfig`) overrides the run's
+    store config for this method only."""
 
     def __init__(self, name: str, params, ctx: Context) -> None:
         super().__init__(name, params, ctx)
-        self.store = SmartVectorStore(ctx.embedder, ctx.index, ctx.store_config)
+        try:
+            config = with_overrides(ctx.store_config, getattr(params, "store", None),
+                                    f"methods.{name}.store")
+        except (TypeError, ValueError) as e:
+            msg = str(e)
+            raise ValueError(msg if msg.startswith("methods.") else
+                             f"methods.{name}.store: {msg}") from None
+        self.store = SmartVectorStore(ctx.embedder, ctx.index, config)
 
     @property
     def pool(self) -> int:
@@ -87,6 +97,7 @@ class SmartVectorParams:
     weights: dict[str, float] | None = None
     drop: list[str] = field(default_factory=list)
     only: str | None = None
+    store: dict | None = None  # overrides of the run's store config for this method
 
     def __post_init__(self) -> None:
         _check_pool(self.pool)
@@ -108,7 +119,7 @@ class SmartVectorRetriever(StoreRetriever):
 
     def __init__(self, name: str, params: SmartVectorParams, ctx: Context) -> None:
         super().__init__(name, params, ctx)
-        base = ctx.store_config.weights
+        base = self.store.config.weights
         w = {s: float(getattr(base, s)) for s in SIGNALS}
         w.update({s: float(v) for s, v in (params.weights or {}).items()})
         for s in params.drop:
@@ -129,7 +140,7 @@ class SmartVectorRetriever(StoreRetriever):
     @property
     def recorded_params(self) -> dict:
         return {"pool": self.pool, **{f"weights.{s}": getattr(self.weights, s)
-                                      for s in SIGNALS}}
+                                      for s in SIGNALS}, "store": self.params.store or {}}
 
 
 @dataclass
