@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from .evaluate import method_metrics
-from .metrics import cluster_rate_ci, mcnemar, plot_reliability, rate_ci, seed_paired_test
+from .metrics import cluster_rate_ci, ece, mcnemar, plot_reliability, rate_ci, seed_paired_test
 from .tracking import resolve_tracking_uri
 
 WEIGHTS = ("semantic", "temporal", "confidence", "relational")
@@ -62,7 +62,9 @@ class Store:
             if k in ("seed", "dataset.contradiction_rate", "protocol.feedback_rate",
                      "query_split", "store.temporal.half_life_days",
                      "store.consolidation.contradiction_similarity",
-                     "dataset.authority_age_correlation") or k.startswith("store.weights."):
+                     "dataset.authority_age_correlation", "dataset.query_timing",
+                     "dataset.supersession", "dataset.validity_windows",
+                     "dataset.off_topic_share") or k.startswith("store.weights."):
                 df[k] = v
         return df
 
@@ -109,6 +111,7 @@ def table1(store: Store, out: Path) -> dict[str, str]:
                for k in ("reembed_full_reindex", "reembed_hash_dedup_window",
                          "reembed_hash_dedup_paragraph", "reembed_surgical")}
     rows, ablation = [], []
+    calibrated = calibrate(_pooled(store, "paper_table1_dev"), pred)
     base = pred[pred.method == "plain_cosine"].sort_values(["seed", "query_id"])
     order = list(dict.fromkeys(pred["method"]))
     for m in order:
@@ -124,6 +127,7 @@ def table1(store: Store, out: Path) -> dict[str, str]:
             "contradicted": _fmt(q["contradicted_rate"], q["contradicted_rate_ci_lo"],
                                  q["contradicted_rate_ci_hi"]),
             "ECE": f"{q['ece']:.3f}", "ECE (equal mass)": f"{q['ece_equal_mass']:.3f}",
+            "ECE, dev-calibrated": f"{calibrated[m]:.3f}" if m in calibrated else "",
             "Brier": f"{q['brier']:.3f}",
             "McNemar p vs plain": "" if test is None else f"{test['p_value']:.2g}",
         }
@@ -168,6 +172,27 @@ def table1(store: Store, out: Path) -> dict[str, str]:
             "table1": _write(t1, out, "table1"), "ablation": _write(ab, out, "ablation"),
             "reembed_corpus": _write(cost, out, "reembed_corpus"),
             **breakdowns(pred, out, "table1")}
+
+
+def calibrate(dev: pd.DataFrame, test: pd.DataFrame) -> dict[str, float]:
+    """Per method, ECE on the test predictions of its raw probability mapped through an
+    isotonic fit (score -> P(correct)) on the development predictions; methods without
+    development predictions are left out."""
+    from sklearn.isotonic import IsotonicRegression
+
+    out = {}
+    if dev.empty:
+        return out
+    for m, d in dev.groupby("method"):
+        t = test[test.method == m]
+        if t.empty:
+            continue
+        iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
+        iso.fit(d["probability"].astype(float).fillna(0).to_numpy(),
+                d["grade"].eq("correct").to_numpy())
+        p = iso.predict(t["probability"].astype(float).fillna(0).to_numpy())
+        out[m] = ece(p, t["grade"].eq("correct").to_numpy(), 10, "uniform")
+    return out
 
 
 def _cluster(pred: pd.DataFrame) -> np.ndarray:
@@ -391,6 +416,97 @@ def reembed_length(store: Store, out: Path) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------- figures
+REGIME_KEYS = ["dataset.query_timing", "dataset.contradiction_rate", "dataset.supersession",
+               "dataset.validity_windows"]
+POOLS = {"smartvector_pool1": "1", "smartvector_pool2": "2", "smartvector_pool5": "5",
+         "smartvector_pool10": "10", "smartvector": "50", "smartvector_pool_all": "all"}
+
+
+def _paired(pred: pd.DataFrame, a: str, b: str) -> tuple[float, float, float, float, float]:
+    """Accuracy of ``a`` and ``b`` on the same queries, and the mean difference ``a - b``
+    with a 95% bootstrap CI clustered over (seed, topic)."""
+    key = ["seed", "query_id"]
+    x = pred[pred.method == a].set_index(key)
+    y = pred[pred.method == b].set_index(key).reindex(x.index)
+    fa = x["grade"].eq("correct").to_numpy(float)
+    fb = y["grade"].eq("correct").to_numpy(float)
+    topic = x["topic"] if "topic" in x.columns else pd.Series(x.index.get_level_values(1),
+                                                              index=x.index)
+    clusters = (x.index.get_level_values(0).astype(str) + "|" + topic.astype(str)).to_numpy()
+    d, lo, hi = cluster_rate_ci(fa - fb, clusters, n_boot=1000, seed=0)
+    return float(fa.mean()), float(fb.mean()), d, lo, hi
+
+
+def regime_map(store: Store, out: Path) -> dict[str, str]:
+    """SmartVector (six pools) and v2 minus plain cosine and minus latest_only, per regime:
+    ``regime_map.csv``, ``regime_map.png`` and the report's tables."""
+    pred = _pooled(store, "paper_regime_map")
+    if pred.empty:
+        return {}
+    rows = []
+    for regime, part in pred.groupby(REGIME_KEYS, sort=True):
+        timing, rate, sup, windows = regime
+        seeds = part["seed"].nunique()
+        for m in [*POOLS, "smartvector_v2"]:
+            if m not in set(part.method):
+                continue
+            acc, plain, dp, dp_lo, dp_hi = _paired(part, m, "plain_cosine")
+            _, latest, dl, dl_lo, dl_hi = _paired(part, m, "latest_only")
+            rows.append({"query_timing": timing, "rumor_rate": float(rate),
+                         "supersession": sup, "validity_windows": windows, "seeds": seeds,
+                         "method": m, "pool": POOLS.get(m, "v2"), "accuracy": acc,
+                         "plain_cosine": plain, "latest_only": latest,
+                         "minus_plain": dp, "minus_plain_lo": dp_lo, "minus_plain_hi": dp_hi,
+                         "minus_latest": dl, "minus_latest_lo": dl_lo,
+                         "minus_latest_hi": dl_hi})
+    df = pd.DataFrame(rows)
+    df.to_csv(out / "regime_map.csv", index=False, float_format="%.4f")
+    _plot_regime_map(df, out / "regime_map.png")
+    show = df.copy()
+    show["regime"] = [f"{t} / rumors {r:g} / {s}{'' if w in (True, 'True') else ' (no windows)'}"
+                      for t, r, s, w in zip(show.query_timing, show.rumor_rate,
+                                            show.supersession, show.validity_windows,
+                                            strict=True)]
+    show["cell"] = [f"{100 * a:.0f}% ({100 * d:+.0f} [{100 * lo:+.0f}, {100 * hi:+.0f}])"
+                    for a, d, lo, hi in zip(show.accuracy, show.minus_plain, show.minus_plain_lo,
+                                            show.minus_plain_hi, strict=True)]
+    wide = show.pivot(index="regime", columns="pool", values="cell")
+    wide = wide[[c for c in ["1", "2", "5", "10", "50", "all", "v2"] if c in wide.columns]]
+    base = show.drop_duplicates("regime").set_index("regime")[["plain_cosine", "latest_only"]]
+    wide.insert(0, "latest_only", [f"{100 * v:.0f}%" for v in base.loc[wide.index,
+                                                                      "latest_only"]])
+    wide.insert(0, "plain_cosine", [f"{100 * v:.0f}%" for v in base.loc[wide.index,
+                                                                       "plain_cosine"]])
+    return {"regime_map": _write(wide.reset_index(), out, "regime_map_table")}
+
+
+def _plot_regime_map(df: pd.DataFrame, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    pools = [p for p in ["1", "2", "5", "10", "50", "all", "v2"] if p in set(df["pool"])]
+    df = df.assign(regime=[f"{t}/r{r:g}/{s[:3]}{'' if w in (True, 'True') else '-nw'}"
+                           for t, r, s, w in zip(df.query_timing, df.rumor_rate,
+                                                 df.supersession, df.validity_windows,
+                                                 strict=True)])
+    regimes = sorted(df["regime"].unique())
+    fig, axes = plt.subplots(1, 2, figsize=(12, 0.28 * len(regimes) + 2), sharey=True)
+    for ax, col, title in ((axes[0], "minus_plain", "SmartVector minus plain cosine"),
+                           (axes[1], "minus_latest", "SmartVector minus latest_only")):
+        grid = df.pivot(index="regime", columns="pool", values=col).reindex(
+            index=regimes, columns=pools) * 100
+        im = ax.imshow(grid.to_numpy(), cmap="RdBu", vmin=-60, vmax=60, aspect="auto")
+        ax.set_xticks(range(len(pools)), [f"pool {p}" if p != "v2" else "v2" for p in pools],
+                      rotation=45)
+        ax.set_yticks(range(len(regimes)), regimes, fontsize=7)
+        ax.set_title(title + " (points)")
+        for (i, j), v in np.ndenumerate(grid.to_numpy()):
+            if np.isfinite(v):
+                ax.text(j, i, f"{v:+.0f}", ha="center", va="center", fontsize=6)
+    fig.colorbar(im, ax=axes, shrink=0.6)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
 def _fig(h: float = 4.0, w: float = 7.0, ncols: int = 1):
     from matplotlib.figure import Figure
 
@@ -494,8 +610,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     store = Store(resolve_tracking_uri(args.tracking_uri, Path.cwd()))
     tables: dict[str, str] = {}
-    for build in (table1, robustness, time_travel, feedback, sensitivity, authority, weights,
-                  reembed_length):
+    for build in (table1, regime_map, robustness, time_travel, feedback, sensitivity,
+                  authority, weights, reembed_length):
         made = build(store, out)
         print(f"{build.__name__}: {', '.join(made) or 'no finished runs'}")
         tables.update(made)

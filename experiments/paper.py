@@ -3,7 +3,9 @@
 ``python -m experiments.paper`` then ``python -m experiments.figures`` (tables, figures and
 the report's tables in ``results/``, from the MLflow store alone).
 
-Studies: Table 1 with ablation and calibration (``+experiment=table1``), robustness to
+Studies: Table 1 with ablation and calibration (``+experiment=table1``, test seeds 0-19, and
+``table1_dev`` on the development seeds 100-104 that calibration maps are fitted on), the
+regime map (``regime_map``: pool x query timing x rumor rate x supersession), robustness to
 injected contradictions, time-travel queries, simulated feedback, re-embedding cost vs
 document length, a sensitivity analysis of the temporal half-life and the contradiction
 threshold, the effect of the authority-age correlation, and a weight grid tuned on the
@@ -25,8 +27,8 @@ from smartvector import ScoringWeights
 
 from .tracking import resolve_tracking_uri
 
-SWEEPS = ("table1", "robustness", "time_travel", "feedback", "sensitivity", "authority",
-          "weights_dev")
+SWEEPS = ("table1", "table1_dev", "regime_map", "robustness", "time_travel", "feedback",
+          "sensitivity", "authority", "weights_dev")
 REEMBED_LENGTHS = "5,10,20,50,100,200,500"
 
 

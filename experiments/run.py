@@ -164,12 +164,23 @@ def split_queries(ds: Dataset, split: str) -> Dataset:
     return Dataset(ds.corpus, keep, ds.path, ds.unanswerable, ds.excluded)
 
 
+_EMBEDDERS: dict[tuple, Any] = {}
+
+
+def shared_embedder(name: str, cache_path: str | None) -> Any:
+    """One embedder (and model) per process: the jobs of a sweep that Hydra runs in this
+    process load the model once."""
+    key = (name, str(Path(cache_path).resolve()) if cache_path else None)
+    if key not in _EMBEDDERS:
+        _EMBEDDERS[key] = make_embedder(name, cache_path)
+    return _EMBEDDERS[key]
+
+
 def evaluate_run(cfg: DictConfig, settings: Settings, out_dir: Path) -> dict[str, Any]:
     """Run every method, grade their runs, and write metrics.json, predictions.csv, run.csv
     and the reliability plot."""
     ds = split_queries(load_data(cfg, out_dir), cfg.query_split)
-    inner = make_embedder(cfg.embedder.name, cfg.embedder.cache_path)
-    embedder = MemoEmbedder(inner)
+    embedder = MemoEmbedder(shared_embedder(cfg.embedder.name, cfg.embedder.cache_path))
     qvecs = dict(zip([q.id for q in ds.queries],
                      embedder.encode([q.text for q in ds.queries]), strict=True))
     ctx = Context(embedder, settings.store, cfg.protocol.index)

@@ -98,6 +98,9 @@ class SmartVectorParams:
     drop: list[str] = field(default_factory=list)
     only: str | None = None
     store: dict | None = None  # overrides of the run's store config for this method
+    #: a dev-fitted map from the top-1 score to P(correct): knots ``x`` and ``y`` of a
+    #: piecewise-linear function (an isotonic fit); null: the raw score, clipped
+    calibration: dict[str, list[float]] | None = None
 
     def __post_init__(self) -> None:
         _check_pool(self.pool)
@@ -108,6 +111,13 @@ class SmartVectorParams:
             unknown = set(self.weights) - set(SIGNALS)
             if unknown:
                 raise ValueError(f"weights: unknown signal {sorted(unknown)[0]!r}")
+        if self.calibration is not None:
+            x, y = self.calibration.get("x"), self.calibration.get("y")
+            increasing = all(a <= b for a, b in zip(x or [], (x or [])[1:], strict=False))
+            if (not x or not y or len(x) != len(y) or not increasing
+                    or any(not 0 <= v <= 1 for v in y)):
+                raise ValueError("calibration needs equal-length lists x (increasing) and "
+                                 "y (in [0, 1])")
 
 
 @register("smartvector")
@@ -135,7 +145,12 @@ class SmartVectorRetriever(StoreRetriever):
                ) -> Ranking:
         res = self._search(query, at, k, weights=self.weights,
                            record_access=self.store.config.record_access)
-        return self._ranked(res, res.score, k)
+        ranked = self._ranked(res, res.score, k)
+        cal = self.params.calibration
+        if cal and ranked.hits:
+            p = float(np.interp(ranked.hits[0].score, cal["x"], cal["y"]))
+            ranked = Ranking(ranked.hits, p)
+        return ranked
 
     @property
     def recorded_params(self) -> dict:
