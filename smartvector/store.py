@@ -259,6 +259,12 @@ class SmartVectorStore:
             kept = diff.kept
             runs = list(diff.replaced) + [([], [j]) for j in diff.added]
             removed = diff.removed
+            if kept and float(self.columns["valid_to"][old_rows].min()) < vf:
+                # a gap between the old version's end and this one's start: an unchanged
+                # chunk cannot simply stay (its one window would cover the gap), so it is
+                # replaced like a changed one (re-embedded, superseding the old vector)
+                runs += [([i], [j]) for i, j in kept]
+                kept = []
 
         new_idx = sorted(j for _, news in runs for j in news)
         new_rows = self._append_chunks(

@@ -4,7 +4,7 @@ import json
 import shutil
 import tempfile
 import warnings
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +16,12 @@ from experiments.dataset import (
     Dataset,
     DatasetError,
     DocVersion,
+    OutOfOrderVersionsWarning,
     Query,
     UnanswerableQueryWarning,
     format_time,
     load_dataset,
+    repair_times,
     write_dataset,
 )
 
@@ -145,6 +147,7 @@ def test_meta_and_injected(tmp_path: Path) -> None:
     assert ds.corpus[-1].authority == 0.3
     assert ds.summary() == {
         "documents": 3, "versions": 4, "queries": 2, "injected": 1, "unanswerable": 0,
+        "repaired": 0,
     }  # fmt: skip
 
 
@@ -212,9 +215,6 @@ _BAD_CORPUS: list[tuple[Any, str]] = [
     (with_(CORPUS[1], text="again"), "duplicate version 2 of doc 'a' (also on line 2)"),
     (with_(CORPUS[0], valid_from="2024-05-01T00:00:00Z"),
      "version 1 of doc 'a' comes after version 2 (line 2); versions must increase in file order"),
-    (with_(CORPUS[1], version=3),
-     "valid_from 2024-03-01T00:00:00Z of doc 'a' version 3 is not after version 2's "
-     "2024-03-01T00:00:00Z (line 2)"),
     (b'{"doc_id": "b", "version": 1, "text": "caf\xe9"}',
      "not valid UTF-8: byte 0xe9 at column 43"),
     ('{"doc_id": "b", "version": 1, "text": "\\ud800"}', "a string escape encodes a lone"),
@@ -229,6 +229,99 @@ def test_corpus_errors(tmp_path: Path, bad: Any, expected: str) -> None:
     corpus = [CORPUS[0], CORPUS[1], bad, with_(CORPUS[2], doc_id="c")]
     message = load_error(make(tmp_path, corpus))
     assert message.startswith(f"corpus.jsonl:3: {expected}")
+
+
+_OUT_OF_ORDER: list[tuple[Any, str]] = [
+    (with_(CORPUS[1], version=3),
+     "valid_from 2024-03-01T00:00:00Z of doc 'a' version 3 is not after version 2's "
+     "2024-03-01T00:00:00Z (line 2)"),
+    (with_(CORPUS[1], version=3, valid_from="2024-02-01T00:00:00Z"),
+     "valid_from 2024-02-01T00:00:00Z of doc 'a' version 3 is not after version 2's "
+     "2024-03-01T00:00:00Z (line 2)"),
+    (with_(CORPUS[1], version=3, valid_from="2024-03-01T05:00:00+05:00"),
+     "valid_from 2024-03-01T00:00:00Z of doc 'a' version 3 is not after version 2's "
+     "2024-03-01T00:00:00Z (line 2)"),
+]
+
+
+@pytest.mark.parametrize(("bad", "expected"), _OUT_OF_ORDER)
+def test_strict_makes_out_of_order_versions_an_error(
+    tmp_path: Path, bad: Any, expected: str
+) -> None:
+    corpus = [CORPUS[0], CORPUS[1], bad, with_(CORPUS[2], doc_id="c")]
+    assert load_error(make(tmp_path, corpus), strict=True) == f"corpus.jsonl:3: {expected}"
+
+
+def test_out_of_order_versions_are_repaired_with_one_warning(tmp_path: Path) -> None:
+    corpus = [
+        CORPUS[0],
+        CORPUS[1],                                                          # a v2: 2024-03-01
+        with_(CORPUS[1], version=3, valid_from="2024-02-01T00:00:00Z",      # earlier: moved
+              valid_to="2024-02-15T00:00:00Z"),                             # then before: dropped
+        with_(CORPUS[1], version=4, valid_from="2024-03-01T00:00:00Z",      # equal: moved again
+              valid_to="2024-06-01T00:00:00Z"),                             # still after: kept
+        with_(CORPUS[1], version=5, valid_from="2024-07-01T00:00:00Z"),     # in order: kept
+        CORPUS[2],
+        with_(CORPUS[2], version=2, valid_from="2024-01-01T00:00:00+01:00"),
+    ]  # fmt: skip
+    with pytest.warns(OutOfOrderVersionsWarning) as caught:
+        ds = load_dataset(make(tmp_path, corpus))
+    assert len(caught) == 1
+    message = str(caught[0].message)
+    assert "repaired 3 of 7 versions" in message
+    assert "2 valid_from moved" not in message and "3 valid_from moved" in message
+    assert "1 valid_to dropped" in message and "strict=True" in message
+    assert "corpus.jsonl:3 'a' v3, corpus.jsonl:4 'a' v4, corpus.jsonl:7 'b' v2" in message
+    base = datetime(2024, 3, 1, tzinfo=UTC)
+    times = {(d.doc_id, d.version): (d.valid_from, d.valid_to) for d in ds.corpus}
+    assert times[("a", 2)] == (base, None)
+    assert times[("a", 3)] == (base + timedelta(seconds=1), None)
+    assert times[("a", 4)] == (base + timedelta(seconds=2), datetime(2024, 6, 1, tzinfo=UTC))
+    assert times[("a", 5)] == (datetime(2024, 7, 1, tzinfo=UTC), None)
+    assert times[("b", 2)] == (datetime(2024, 2, 1, 0, 0, 1, tzinfo=UTC), None)
+    assert [(d, v) for d, v, _ in ds.repaired] == [("a", 3), ("a", 4), ("b", 2)]
+    assert ds.repaired[0][2] == ("valid_from 2024-02-01T00:00:00Z -> 2024-03-01T00:00:01Z, "
+                                 "valid_to 2024-02-15T00:00:00Z dropped")  # fmt: skip
+    assert ds.summary()["repaired"] == 3
+    # the repaired dataset is canonical: written and loaded again, nothing is left to repair
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = load_dataset(write_dataset(ds, tmp_path / "out"), strict=True)
+    assert again.corpus == ds.corpus and again.repaired == []
+
+
+def test_out_of_order_warning_names_only_the_first_few(tmp_path: Path) -> None:
+    corpus = [with_(CORPUS[0], version=v) for v in range(1, 10)]  # nine versions, same time
+    with pytest.warns(OutOfOrderVersionsWarning, match=r"v6 \(\+3 more\)$"):
+        ds = load_dataset(make(tmp_path, corpus, [with_(QUERIES[0], answer="30 days")]))
+    assert [d.ts for d in ds.corpus] == [ds.corpus[0].ts + i for i in range(9)]
+
+
+def test_valid_to_before_its_own_valid_from_stays_an_error(tmp_path: Path) -> None:
+    corpus = [CORPUS[0], with_(CORPUS[1], valid_to="2024-02-01T00:00:00Z")]
+    assert load_error(make(tmp_path, corpus)) == (
+        "corpus.jsonl:2: field 'valid_to' (2024-02-01T00:00:00Z) must be after valid_from "
+        "(2024-03-01T00:00:00Z)"
+    )
+
+
+def test_repair_times() -> None:
+    t = datetime(2024, 1, 1, tzinfo=UTC)
+    s = timedelta(seconds=1)
+    assert repair_times([]) == []
+    assert repair_times([t, t + 5 * s, t + 9 * s]) == [t, t + 5 * s, t + 9 * s]
+    assert repair_times([t, t - s, t - 2 * s, t + 5 * s]) == [t, t + s, t + 2 * s, t + 5 * s]
+    assert repair_times([t + s, t]) == [t + s, t + 2 * s]
+    naive_and_offset = repair_times([datetime(2024, 1, 1), datetime.fromisoformat(
+        "2024-01-01T01:00:00+01:00")])  # fmt: skip
+    assert naive_and_offset == [t, t + s]
+    assert all(x.tzinfo is UTC for x in naive_and_offset)
+
+
+def test_writer_does_not_repair(tmp_path: Path) -> None:
+    corpus = [CORPUS[0], with_(CORPUS[1], valid_from=CORPUS[0]["valid_from"])]
+    with pytest.raises(DatasetError, match=r"^corpus\.jsonl:2: valid_from 2024-01-01T00:00:00Z "):
+        write_dataset((corpus, QUERIES[:1]), tmp_path / "out")
 
 
 def test_first_bad_line_wins(tmp_path: Path) -> None:
@@ -371,6 +464,7 @@ def test_example_dataset_is_canonical(tmp_path: Path) -> None:
     ds = load_dataset(EXAMPLE)
     assert ds.summary() == {
         "documents": 3, "versions": 4, "queries": 2, "injected": 1, "unanswerable": 0,
+        "repaired": 0,
     }  # fmt: skip
     out = write_dataset(ds, tmp_path / "out")
     for name in ("corpus.jsonl", "queries.jsonl"):

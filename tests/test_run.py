@@ -125,9 +125,14 @@ def test_sweep_end_to_end_logs_to_mlflow(tmp_path: Path) -> None:
         assert metrics["corpus"]["queries"] == 138
         assert set(metrics["methods"]) == {"plain_cosine", "smartvector"}
         pred = pd.read_csv(out / "predictions.csv")
-        assert list(pred.columns[:10]) == [
-            "query_id", "method", "kind", "vector_id", "doc_id", "score", "semantic",
+        assert list(pred.columns[:11]) == [
+            "query_id", "method", "kind", "topic", "vector_id", "doc_id", "score", "semantic",
             "temporal", "confidence", "relational"]
+        assert {"injected", "grade", "probability", "first_correct_rank"} <= set(pred.columns)
+        run = pd.read_csv(out / "run.csv")  # the retrieval run: per query, the ranked hits
+        assert list(run.columns) == ["query_id", "method", "rank", "vector_id", "doc_id",
+                                     "score"]
+        assert run.groupby(["method", "query_id"])["rank"].max().max() == 5
         assert "grade" in pred.columns and len(pred) == 2 * 138
         assert set(pred["grade"]) <= {"correct", "stale", "contradicted", "wrong"}
         assert (out / "reliability.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -160,6 +165,7 @@ def test_sweep_end_to_end_logs_to_mlflow(tmp_path: Path) -> None:
         assert r.data.metrics["reembed_surgical"] == 1.0
         assert r.inputs.dataset_inputs, "corpus not logged as a dataset input"
         names = {a.path for a in mlflow.MlflowClient().list_artifacts(r.info.run_id)}
-        assert {"metrics.json", "predictions.csv", "reliability.png", "config.yaml"} <= names
+        assert {"metrics.json", "predictions.csv", "run.csv", "reliability.png",
+                "config.yaml"} <= names
     # the two configurations differ, and so do their fingerprints
     assert len({r.data.tags["config_fingerprint"] for r in parents}) == 2

@@ -89,6 +89,7 @@ class PepsConfig:
     max_queries_per_fact: int = 2
     max_documents: int | None = None  # keep only N PEPs (those with facts first)
     fields: list[str] = field(default_factory=lambda: list(DEFAULT_FIELDS))  # asked about
+    appearing_changes: bool = True  # a field added later (Superseded-By: 600) is a change
 
 
 def validate(cfg: PepsConfig) -> None:
@@ -96,6 +97,8 @@ def validate(cfg: PepsConfig) -> None:
     if cfg.kind != "peps":
         raise ValueError(f"kind must be 'peps', got {cfg.kind!r}")
     validate_common(cfg)
+    if type(cfg.appearing_changes) is not bool:
+        raise ValueError(f"appearing_changes must be true or false, got {cfg.appearing_changes!r}")
     fields = list(cfg.fields)
     if not fields or any(f not in QUESTIONS for f in fields) or len(set(fields)) < len(fields):
         raise ValueError(f"fields must be a non-empty list of distinct header fields from "
@@ -112,9 +115,11 @@ def _field(fields: dict[str, str], name: str) -> tuple[str, str] | None:
 
 
 def pep_facts(doc_id: str, versions: Sequence[dict[str, Any]], names: Sequence[str],
-              texts: VersionTexts | None = None) -> list[Fact]:  # fmt: skip
-    """One fact per asked field that takes two or more values (case-insensitively) over the
-    PEP's versions and whose header lines grade unambiguously (:func:`consistent`)."""
+              texts: VersionTexts | None = None, appearing: bool = True) -> list[Fact]:  # fmt: skip
+    """One fact per asked field that changes over the PEP's versions and whose header lines
+    grade unambiguously (:func:`consistent`). A field changes if it takes two or more values
+    (case-insensitively) or, with ``appearing``, if it appears where the version before had
+    none (a Superseded-By added when the PEP is superseded)."""
     texts = texts or VersionTexts([v["text"] for v in versions])
     out = []
     for name in names:
@@ -124,9 +129,11 @@ def pep_facts(doc_id: str, versions: Sequence[dict[str, Any]], names: Sequence[s
             found = _field(v["fields"], name)
             keys.append(None if found is None else normalise(found[1]))
             forms.append(None if found is None else f"{found[0]}: {found[1]}")
-        if len({k for k in keys if k is not None}) < 2:
+        appears = appearing and any(a is None and b is not None
+                                    for a, b in zip(keys, keys[1:], strict=False))  # fmt: skip
+        if len({k for k in keys if k is not None}) < 2 and not appears:
             continue
-        fact = Fact(doc_id, name, keys, forms, {"field": name})
+        fact = Fact(doc_id, name, keys, forms, {"field": name}, appearing)
         if consistent(fact, texts):
             out.append(fact)
     return out
@@ -151,7 +158,8 @@ def generate(cfg: PepsConfig, *, source: str | Path | None = None
     validate(cfg)
     docs = read_versions(raw_path("peps") if source is None else source)
     end = horizon(docs, cfg.after_change_days)
-    facts = {d: pep_facts(d, vs, cfg.fields) for d, vs in docs.items()}
+    facts = {d: pep_facts(d, vs, cfg.fields, appearing=cfg.appearing_changes)
+             for d, vs in docs.items()}  # fmt: skip
     docs = keep_documents(docs, {d for d, f in facts.items() if f}, cfg.max_documents)
     pool: list[Candidate] = []
     for doc_id, versions in docs.items():

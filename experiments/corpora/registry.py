@@ -97,3 +97,18 @@ def _policy_synth() -> None:
 
 
 _policy_synth()
+
+
+def _real(name: str, config_name: str) -> None:
+    """A real version history shipped in ``datasets/<name>/``, with derived questions."""
+    import importlib
+
+    mod = importlib.import_module(f"{__package__}.{name}")
+    config = getattr(mod, config_name)
+    register_dataset(DatasetKind(name, config,
+                                 lambda cfg, out, base: mod.write(cfg, out / "dataset"),
+                                 mod.validate))
+
+
+_real("site_policy", "SitePolicyConfig")
+_real("peps", "PepsConfig")

@@ -87,7 +87,8 @@ def validate_common(cfg: Any) -> None:
         if not 0.0 <= share <= 1e9:  # also rejects NaN
             raise ValueError(f"{t}_share must be a number >= 0, got {share!r}")
     if sum(shares) <= 0:
-        raise ValueError("after_change_share: the timing shares must not all be 0")
+        raise ValueError("after_change_share, long_after_share and as_of_share must not all "
+                         "be 0")
     for name in ("after_change_days", "long_after_days", "max_queries",
                  "max_queries_per_document", "max_queries_per_fact"):  # fmt: skip
         value = getattr(cfg, name)
@@ -128,7 +129,14 @@ _VALUE = re.compile(
 )
 
 
-_MAYBE_VALUE = re.compile(r"\d|\$|" + _WORDNUM_RE, re.IGNORECASE)
+_DIGIT_OR_DOLLAR = re.compile(r"[\d$]")
+_NOT_LETTER = re.compile(r"[^a-z]+")
+
+
+def _maybe_value(sentence: str) -> bool:
+    """A fast necessary condition for ``_VALUE`` to match: a digit, a ``$`` or a number word."""
+    return _DIGIT_OR_DOLLAR.search(sentence) is not None or not _WORDNUM_VALUE.keys().isdisjoint(
+        _NOT_LETTER.split(sentence.casefold()))
 
 
 @dataclass(frozen=True)
@@ -137,7 +145,7 @@ class Value:
 
     start: int
     end: int
-    kind: str  # date, money, percent, duration (any number with a unit)
+    kind: str  # date, money, percent, size (MB, GB, ...), duration (other units)
     key: str
 
 
@@ -178,7 +186,7 @@ def _date_key(m: re.Match[str]) -> str | None:
 @lru_cache(maxsize=65536)
 def find_values(sentence: str) -> tuple[Value, ...]:
     """Dates, amounts of money, percentages and numbers with a unit in ``sentence``."""
-    if not _MAYBE_VALUE.search(sentence):
+    if not _maybe_value(sentence):
         return ()
     out = []
     for m in _VALUE.finditer(sentence):
@@ -186,31 +194,24 @@ def find_values(sentence: str) -> tuple[Value, ...]:
             key = _date_key(m)
             if key is None:
                 continue
-            kind = "date"
-        elif m.group("money"):
-            kind, key = "money", "usd:" + _number(re.search(_NUM_RE, m.group(0)).group(0))
-        elif m.group("wq"):
-            unit = _unit(m.group("wqu"))
-            kind = "percent" if unit == "percent" else "duration"
-            key = f"{unit}:{_number(m.group('wqn'))}"
-        elif m.group("wp"):
-            unit = _unit(m.group("wpu"))
-            kind = "percent" if unit == "percent" else "duration"
-            key = f"{unit}:{_number(m.group('wpn'))}"
-        elif m.group("q"):
-            unit = _unit(m.group("qu"))
-            kind = "percent" if unit == "percent" else "duration"
-            key = f"{unit}:{_number(m.group('qn'))}"
-        else:
-            kind, key = "percent", "percent:" + _number(m.group(0).rstrip("% "))
-        if kind == "duration" and _unit_kind(key) == "size":
-            kind = "size"
-        out.append(Value(m.start(), m.end(), kind, key))
+            out.append(Value(m.start(), m.end(), "date", key))
+            continue
+        if m.group("money"):
+            number = re.search(_NUM_RE, m.group(0)).group(0)  # type: ignore[union-attr]
+            out.append(Value(m.start(), m.end(), "money", "usd:" + _number(number)))
+            continue
+        for tag in ("wq", "wp", "q"):
+            if m.group(tag):
+                number, unit = m.group(tag + "n"), _unit(m.group(tag + "u"))
+                break
+        else:  # pct
+            number, unit = m.group(0).rstrip("% "), "percent"
+        kind = _UNIT_KINDS.get(unit, "duration")
+        out.append(Value(m.start(), m.end(), kind, f"{unit}:{_number(number)}"))
     return tuple(out)
 
 
-def _unit_kind(key: str) -> str:
-    return "size" if key.split(":")[0] in ("mb", "gb", "kb", "tb") else "other"
+_UNIT_KINDS = {"percent": "percent", "kb": "size", "mb": "size", "gb": "size", "tb": "size"}
 
 
 # --- sentences and their lineage across versions ------------------------------------------
@@ -239,21 +240,23 @@ class Segment:
 
 def segments(chunks: Sequence[str]) -> list[Segment]:
     """A version's chunks (``chunk_text``'s texts) cut into lines, the lines into sentences."""
-    out = []
-    for index, chunk in enumerate(chunks):
-        for line in chunk.split("\n"):
-            for sentence in _SENTENCE_END.split(line.strip()):
-                if sentence:
-                    out.append(Segment(sentence, index, find_values(sentence)))
-    return out
+    return [Segment(sentence, index, values) for index, chunk in enumerate(chunks)
+            for sentence, values in _sentences(chunk)]  # fmt: skip
+
+
+@lru_cache(maxsize=65536)
+def _sentences(chunk: str) -> tuple[tuple[str, tuple[Value, ...]], ...]:
+    """(sentence, its values) for each line of a chunk cut at sentence ends (cached: most
+    chunks recur unchanged in many versions)."""
+    return tuple((sentence, find_values(sentence)) for line in chunk.split("\n")
+                 for sentence in _SENTENCE_END.split(line.strip()) if sentence)  # fmt: skip
 
 
 def _pair_replaced(old: Sequence[Segment], new: Sequence[Segment], min_similarity: float
                    ) -> list[tuple[int, int]]:  # fmt: skip
     """Pairs (i, j) of sentences that carry the same kinds of values and whose templates
     (values blanked, Markdown marks removed, case-folded) are at least ``min_similarity``
-    alike (difflib's ratio over words);
-    greedy, best first, each sentence used once."""
+    alike (difflib's ratio over words); greedy, best first, each sentence used once."""
     scored = []
     for i, a in enumerate(old):
         if not a.values:
@@ -355,13 +358,16 @@ def _with_context(text: str, start: int, end: int, before: int, after: int) -> s
 @dataclass
 class Fact:
     """A value through a document's versions: ``keys[i]`` (equal for equal values) and
-    ``forms[i]`` (the answer string as written in version ``i``), None where absent."""
+    ``forms[i]`` (the answer string as written in version ``i``), None where absent.
+    ``appearing_changes``: a value that appears where the version before had none counts as
+    a change (from no value)."""
 
     doc_id: str
     fact_id: str
     keys: list[str | None]
     forms: list[str | None]
     meta: dict[str, Any] = field(default_factory=dict)
+    appearing_changes: bool = False
 
 
 class VersionTexts:
@@ -464,7 +470,8 @@ def _hash(*parts: Any) -> str:
 @dataclass(frozen=True)
 class Run:
     """Consecutive versions ``first..last`` in which a fact keeps one value, in force over
-    ``[start, end)``; ``changed`` if the version before held another value."""
+    ``[start, end)``; ``changed`` if the last earlier value differs (or, for a fact with
+    ``appearing_changes``, if the version just before had another value or none)."""
 
     index: int
     key: str
@@ -490,8 +497,11 @@ def runs(fact: Fact, times: Sequence[datetime], end: datetime) -> list[Run]:
         while last + 1 < n and fact.keys[last + 1] == key:
             last += 1
         stop = times[last + 1] if last + 1 < n else end
-        out.append(Run(len(out), key, k, last, times[k], stop,
-                       previous is not None and previous != key))  # fmt: skip
+        if fact.appearing_changes:
+            changed = k > 0 and fact.keys[k - 1] != key
+        else:
+            changed = previous is not None and previous != key
+        out.append(Run(len(out), key, k, last, times[k], stop, changed))
         previous = key
         k = last + 1
     return out
@@ -722,10 +732,34 @@ def stats(corpus: Sequence[dict[str, Any]], queries: Sequence[dict[str, Any]],
             split for _, split in {(q["doc_ids"][0], q["meta"]["split"]) for q in queries}
         ).items())),
         "queries_with_stale_answers": sum(1 for q in queries if q["stale_answers"]),
+        **_elsewhere(corpus, queries),
     }  # fmt: skip
     for key in extra_keys:
         out[f"queries_by_{key}"] = count(lambda q, key=key: q["meta"].get(key))
     return out
+
+
+def _elsewhere(corpus: Sequence[dict[str, Any]], queries: Sequence[dict[str, Any]]
+               ) -> dict[str, int]:  # fmt: skip
+    """Queries whose answer (or a stale answer) some chunk of *another* document states: the
+    shared grader calls such a chunk wrong (or stale) though it is about something else."""
+    chunks: dict[str, dict[str, None]] = {}
+    for r in corpus:
+        mine = chunks.setdefault(r["doc_id"], {})
+        mine.update(dict.fromkeys(c.text for c in chunk_text(r["text"])))
+    blobs = {d: normalise("\n".join(cs)) for d, cs in chunks.items()}
+
+    def elsewhere(doc_id: str, answer: str) -> bool:
+        needle = normalise(answer)
+        return any(needle in blob and any(contains_answer(c, answer) for c in chunks[d])
+                   for d, blob in blobs.items() if d != doc_id)  # fmt: skip
+
+    return {
+        "queries_answer_in_other_documents": sum(
+            1 for q in queries if elsewhere(q["doc_ids"][0], q["answer"])),
+        "queries_stale_answer_in_other_documents": sum(
+            1 for q in queries if any(elsewhere(q["doc_ids"][0], s) for s in q["stale_answers"])),
+    }  # fmt: skip
 
 
 # --- site policy: facts and questions -----------------------------------------------------
@@ -865,6 +899,8 @@ def add_arguments(parser: argparse.ArgumentParser, config: type) -> None:
     parser.add_argument("--max-documents", type=int, default=None)
     parser.add_argument("--max-queries", type=int, default=config.max_queries)
     parser.add_argument("--stats", action="store_true", help="print statistics as JSON")
+    parser.add_argument("--source", default=None,
+                        help="raw versions file (default: the one under datasets/)")
 
 
 def run_cli(args: argparse.Namespace, config: type, generate_fn: Callable[..., Any],
@@ -873,7 +909,7 @@ def run_cli(args: argparse.Namespace, config: type, generate_fn: Callable[..., A
     cfg = config(seed=args.seed, split=args.split, max_documents=args.max_documents,
                  max_queries=args.max_queries)  # fmt: skip
     try:
-        corpus, queries = generate_fn(cfg)
+        corpus, queries = generate_fn(cfg, source=args.source)
         out = write_dataset((corpus, queries), args.out)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -47,7 +47,10 @@ class ChunkLedger:
         changed: list[int] = []
         if old is not None:
             diff = diff_chunks(old.chunks, chunks)
-            keep = {j: old.rows[i] for i, j in diff.kept}
+            # across a gap (the old version ended before this one starts) nothing is kept:
+            # a kept row's one window would cover the gap (the store does the same)
+            gap = min(self.ends[r] for r in old.rows) < t
+            keep = {} if gap else {j: old.rows[i] for i, j in diff.kept}
             kept_rows = set(keep.values())
             for r in old.rows:
                 if r not in kept_rows:

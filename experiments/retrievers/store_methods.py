@@ -217,9 +217,11 @@ class LifecycleOnlyRetriever(StoreRetriever):
 @dataclass
 class TimeWeightedParams:
     """LangChain's ``TimeWeightedVectorStoreRetriever``: cosine + (1 - decay_rate)^hours
-    since last access; the probability is the score halved (it reaches 2)."""
+    since last access over the ``pool`` most similar vectors (LangChain's ``search_kwargs``
+    k, default 100) and the ``k`` most recently added (scored by recency alone unless also
+    similar), as LangChain's memory stream does; the probability is the score halved."""
 
-    pool: int | None = 50
+    pool: int | None = 100
     decay_rate: float = 0.01
 
     def __post_init__(self) -> None:
@@ -231,16 +233,19 @@ class TimeWeightedParams:
 def time_weighted_scores(semantic: np.ndarray, created_at: np.ndarray,
                          last_accessed: np.ndarray, at: float, decay_rate: float) -> np.ndarray:
     """``cos + (1 - decay_rate)^hours`` with hours since the last access at or before ``at``
-    (the creation time until first retrieved), as LangChain's retriever scores."""
+    (the creation time until first retrieved), as LangChain's retriever scores; a NaN
+    cosine (a recent vector that is not among the similar ones) counts as no relevance."""
     last = np.where(np.isnan(last_accessed) | (last_accessed > at), created_at, last_accessed)
     hours = np.maximum(at - last, 0.0) / 3600.0
-    return semantic + (1.0 - decay_rate) ** hours
+    return np.nan_to_num(semantic, nan=0.0) + (1.0 - decay_rate) ** hours
 
 
 @register("time_weighted")
 class TimeWeightedRetriever(StoreRetriever):
     """Cosine plus recency of last access over every vector ever ingested (time-blind);
-    retrieval refreshes the last access of the returned vectors."""
+    retrieval refreshes the last access of the returned vectors. Beyond LangChain: a time
+    travel query ignores accesses recorded after its time (see ``time_weighted_scores``),
+    and a re-issued unchanged chunk is not added again (surgical updates)."""
 
     Params = TimeWeightedParams
     time_aware = False
@@ -249,12 +254,26 @@ class TimeWeightedRetriever(StoreRetriever):
                ) -> Ranking:
         res = self._search(query, at, k, weights=SEMANTIC_ONLY, lifecycle=False)
         c = self.store.columns
-        score = time_weighted_scores(res.semantic, c["created_at"][res.rows],
-                                     c["last_accessed"][res.rows], at, self.params.decay_rate)
-        ranked = self._ranked(res, score, k, prob_scale=2.0)
-        if self.store.config.record_access and ranked.hits:
-            self.store.record_access([self.store.row(h.vector_id) for h in ranked.hits], at)
-        return ranked
+        created = c["created_at"]
+        # LangChain's memory stream: the k vectors added last (rows are in insertion order)
+        recent = np.flatnonzero(created <= at)[-k:]
+        extra = np.setdiff1d(recent, res.rows)
+        rows = np.concatenate([res.rows, extra])
+        semantic = np.concatenate([res.semantic, np.full(len(extra), np.nan)])
+        if len(rows) == 0:
+            return Ranking([], float("nan"))
+        score = time_weighted_scores(semantic, created[rows], c["last_accessed"][rows], at,
+                                     self.params.decay_rate)
+        order = np.lexsort((rows, -score))[:k]
+        s = self.store
+        sig = res.signals()
+        pos = {r: i for i, r in enumerate(res.rows.tolist())}
+        hits = [RankedHit(s.ids[r], s.doc_of[r], s.texts[r], float(score[i]),
+                          {n: float(sig[n][pos[r]]) for n in SIGNALS} if r in pos else {})
+                for i, r in zip(order.tolist(), rows[order].tolist(), strict=True)]
+        if self.store.config.record_access:
+            self.store.record_access(rows[order], at)
+        return Ranking(hits, clip01(score[order[0]] / 2.0))
 
 
 @register("oracle")
