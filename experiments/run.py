@@ -185,19 +185,26 @@ def evaluate_run(cfg: DictConfig, settings: Settings, out_dir: Path) -> dict[str
                      embedder.encode([q.text for q in ds.queries]), strict=True))
     ctx = Context(embedder, settings.store, cfg.protocol.index)
     frames, runs, results, recorded = [], [], {}, {}
+    error: dict[str, str] | None = None
     for name in tqdm(list(settings.methods), desc="methods", unit="method", file=sys.stderr):
-        retriever = make_retriever(name, settings.methods[name], ctx)
-        recorded[name] = retriever.recorded_params
-        res = replay(ds, retriever, qvecs, k=cfg.protocol.k, schedule=settings.schedule,
-                     mode=cfg.protocol.mode, feedback_rate=cfg.protocol.feedback_rate,
-                     seed=cfg.seed)
+        try:
+            retriever = make_retriever(name, settings.methods[name], ctx)
+            recorded[name] = retriever.recorded_params
+            res = replay(ds, retriever, qvecs, k=cfg.protocol.k, schedule=settings.schedule,
+                         mode=cfg.protocol.mode, feedback_rate=cfg.protocol.feedback_rate,
+                         seed=cfg.seed)
+        except Exception as e:  # noqa: BLE001 - keep what finished, then fail the run
+            error = {"phase": f"method {name}", "message": one_line(e)}
+            break
         results[name] = res
         frames.append(pd.DataFrame(grade_run(ds, res)))
         runs.append(pd.DataFrame(run_rows(res)))
-    pred = pd.concat(frames, ignore_index=True)
-    tests = paired_tests(pred)
+    done = list(results)
+    pred = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["query_id", "method", "kind", "grade", "probability"])
+    tests = paired_tests(pred) if frames else {}
     per_method = {}
-    for name in settings.methods:
+    for name in done:
         m = method_metrics(pred[pred["method"] == name], seed=cfg.seed, n_boot=cfg.n_boot)
         m.update(tests.get(name, {}))
         per_method[name] = {"quality": m, "timing": timing_metrics(results[name]),
@@ -206,17 +213,26 @@ def evaluate_run(cfg: DictConfig, settings: Settings, out_dir: Path) -> dict[str
     corpus = {
         "documents": summary.get("documents"), "versions": summary.get("versions"),
         "queries": len(ds.queries), "injected": summary.get("injected"),
-        "vectors": next(iter(results.values())).n_vectors,
+        "vectors": results[done[0]].n_vectors if done else 0,
         "fingerprint": ds.fingerprint(),
     }
-    reembed = edit_costs(ds, cfg.reembed.n_edits, cfg.seed, cfg.reembed.window,
-                         cfg.reembed.overlap) if cfg.reembed.n_edits > 0 else {}
+    reembed = {}
+    if error is None and cfg.reembed.n_edits > 0:
+        try:
+            reembed = edit_costs(ds, cfg.reembed.n_edits, cfg.seed, cfg.reembed.window,
+                                 cfg.reembed.overlap)
+        except Exception as e:  # noqa: BLE001 - the methods' results are kept
+            error = {"phase": "re-embedding study", "message": one_line(e)}
     metrics = {"corpus": corpus, "reembed": reembed, "methods": per_method}
+    if error is not None:
+        metrics["error"] = error
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
     pred.to_csv(out_dir / "predictions.csv", index=False)
-    pd.concat(runs, ignore_index=True).to_csv(out_dir / "run.csv", index=False)
-    shown = [m for m in ("plain_cosine", "smartvector") if m in settings.methods] or \
-        list(settings.methods)[:2]
+    if runs:
+        pd.concat(runs, ignore_index=True).to_csv(out_dir / "run.csv", index=False)
+    if not done:
+        return metrics
+    shown = [m for m in ("plain_cosine", "smartvector") if m in done] or done[:2]
     sub = {m: (pred.loc[pred.method == m, "probability"].to_numpy(),
                (pred.loc[pred.method == m, "grade"] == "correct").to_numpy()) for m in shown}
     plot_reliability(sub, out_dir / "reliability.png",
@@ -254,7 +270,8 @@ def print_table(metrics: dict[str, Any]) -> None:
                      "ece": f"{q['ece']:.3f}", "p50_ms": f"{m['timing']['latency_p50_ms']:.2f}"})
     c = metrics["corpus"]
     print(f"corpus: {c['vectors']} vectors, {c['documents']} documents, {c['queries']} queries")
-    print(pd.DataFrame(rows).to_string(index=False))
+    if rows:
+        print(pd.DataFrame(rows).to_string(index=False))
     r = metrics["reembed"]
     if not r:
         return
@@ -295,8 +312,9 @@ def run_record(cfg: DictConfig, metrics: dict[str, Any], out_dir: Path, cfg_fp: 
         "artifact_location": str(artifact_location), "tags": tags, "params": flatten(container),
         "dataset": {"corpus": corpus, "name": str(cfg.dataset.kind),
                     "digest": metrics["corpus"]["fingerprint"]},
-        "artifacts": ["metrics.json", "predictions.csv", "run.csv", "reliability.png",
-                      ".hydra/config.yaml"],
+        "artifacts": [a for a in ("metrics.json", "predictions.csv", "run.csv",
+                                  "reliability.png", ".hydra/config.yaml")
+                      if (out_dir / a).exists()],
     }
 
 
@@ -373,16 +391,32 @@ def _run(cfg: DictConfig, settings: Settings) -> float | None:
     print(regime(cfg, settings))
     print_table(metrics)
     write_record(out_dir, run_record(cfg, metrics, out_dir, cfg_fp, uri, artifact_location))
+    error = metrics.get("error")
     if tracker is not None:
         try:
-            log_to_mlflow(out_dir, tracker)
+            run_id = log_to_mlflow(out_dir, tracker)
+            if error:
+                mark_failed(uri, run_id, error)
         except Exception as e:  # noqa: BLE001 - results are safe on disk; say how to import
             offline = f"logging to {uri} failed: {one_line(e)}"
     if offline:
         print(_import_hint(offline, uri), file=sys.stderr)
     print(f"outputs: {out_dir}")
+    if error:
+        print(f"error: {error['phase']} failed: {error['message']} (the phases that finished "
+              f"are in {out_dir})", file=sys.stderr)
+        sys.exit(1)
     top = metrics["methods"].get("smartvector", next(iter(metrics["methods"].values())))
     return float(top["quality"]["top1_accuracy"])
+
+
+def mark_failed(uri: str, run_id: str, error: dict[str, str]) -> None:
+    """End a logged parent run FAILED, with the failed phase and its one-line error as tags."""
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    client.set_tag(run_id, "error", f"{error['phase']}: {error['message']}"[:5000])
+    client.set_terminated(run_id, status="FAILED")
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")

@@ -169,3 +169,40 @@ def test_sweep_end_to_end_logs_to_mlflow(tmp_path: Path) -> None:
                 "config.yaml"} <= names
     # the two configurations differ, and so do their fingerprints
     assert len({r.data.tags["config_fingerprint"] for r in parents}) == 2
+
+
+def test_a_failing_method_keeps_what_finished(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = _cfg(*FAST, "methods=[plain_cosine,smartvector,latest_only]")
+    settings = runner.validate(cfg)
+    real = runner.make_retriever
+
+    def failing(name, node, ctx):
+        if name == "smartvector":
+            raise RuntimeError("index exploded\nsecond line")
+        return real(name, node, ctx)
+
+    monkeypatch.setattr(runner, "make_retriever", failing)
+    out = _mk(tmp_path / "out")
+    metrics = runner.evaluate_run(cfg, settings, out)
+    assert metrics["error"]["phase"] == "method smartvector"
+    assert "index exploded" in metrics["error"]["message"]
+    assert "\n" not in metrics["error"]["message"]
+    on_disk = json.loads((out / "metrics.json").read_text())
+    assert set(on_disk["methods"]) == {"plain_cosine"} and on_disk["error"]
+    pred = pd.read_csv(out / "predictions.csv")
+    assert set(pred["method"]) == {"plain_cosine"} and len(pred) == 138
+    assert on_disk["methods"]["plain_cosine"]["quality"]["queries"] == 138
+
+
+def test_mark_failed_ends_the_run_failed_with_the_error(tmp_path: Path) -> None:
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    exp = client.create_experiment("x", artifact_location=str(tmp_path / "a"))
+    run = client.create_run(exp)
+    runner.mark_failed(uri, run.info.run_id, {"phase": "method bm25", "message": "boom"})
+    got = client.get_run(run.info.run_id)
+    assert got.info.status == "FAILED"
+    assert got.data.tags["error"] == "method bm25: boom"
