@@ -72,11 +72,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--embedder", default="minilm", help="minilm (default) or hashing")
     parser.add_argument("--tracking-uri", default="sqlite:///mlflow.db")
+    parser.add_argument("--jobs", type=int, default=2,
+                        help="parallel jobs per sweep (joblib launcher; 1: one after another "
+                             "in one process)")
     parser.add_argument("--only", nargs="*", default=None,
                         help=f"studies to run (default all): {', '.join(SWEEPS)}, "
                              "reembed_length, weights_test")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be >= 1, got {args.jobs}")
     common = [f"embedder={args.embedder}", f"mlflow.tracking_uri={args.tracking_uri}"]
+    if args.jobs > 1:  # each worker process loads the model once and keeps it for its jobs
+        common += ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={args.jobs}"]
     wanted = set(args.only) if args.only else set(SWEEPS) | {"reembed_length", "weights_test"}
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
