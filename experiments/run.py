@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from smartvector import StoreConfig
+from smartvector.chunking import chunk_text
 from smartvector.embedders import ModelUnavailableError, check_available, make_embedder
 
 from .config import build_frozen, register, with_overrides
@@ -181,6 +182,11 @@ def evaluate_run(cfg: DictConfig, settings: Settings, out_dir: Path) -> dict[str
     and the reliability plot."""
     ds = split_queries(load_data(cfg, out_dir), cfg.query_split)
     embedder = MemoEmbedder(shared_embedder(cfg.embedder.name, cfg.embedder.cache_path))
+    # every chunk of every version and every query, embedded once in large batches (the
+    # stores then ask per version and hit the memo)
+    chunks = {c.text for v in ds.corpus
+              for c in chunk_text(v.text, settings.store.max_chunk_chars)}
+    embedder.encode(sorted(chunks) + [q.text for q in ds.queries])
     qvecs = dict(zip([q.id for q in ds.queries],
                      embedder.encode([q.text for q in ds.queries]), strict=True))
     ctx = Context(embedder, settings.store, cfg.protocol.index)
