@@ -31,6 +31,7 @@ from .tracking import (
     open_tracker,
     read_record,
     sigterm_as_interrupt,
+    with_pg_driver,
 )
 
 
@@ -64,7 +65,7 @@ def import_dirs(dirs: list[Path], tracking_uri: str | None = None,
             failed += 1
             continue
         uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or record["tracking_uri"]
-        uri = absolute_sqlite(uri, Path.cwd())
+        uri = with_pg_driver(absolute_sqlite(uri, Path.cwd()))
         exp = experiment or record["experiment"]
         art = Path(artifact_location or record.get("artifact_location") or "mlartifacts")
         key = (uri, exp, str(art.resolve()))

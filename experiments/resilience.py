@@ -202,10 +202,28 @@ def apply_http_defaults() -> None:
         os.environ.setdefault(key, value)
 
 
+_DB_PORTS = {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "mssql": 1433}
+
+
 def unreachable(tracking_uri: str, timeout: float = 5.0) -> str | None:
-    """Why an HTTP(S) tracking server cannot be reached, or None if it answers (any HTTP
-    status counts as an answer) or the URI is not HTTP. Takes at most ``timeout`` seconds."""
-    if urlsplit(tracking_uri).scheme not in ("http", "https"):
+    """Why an HTTP(S) tracking server or a database server (``postgresql://``...) cannot be
+    reached, or None if it answers (any HTTP status counts as an answer; for a database, a
+    TCP connection) or the URI is neither. Takes at most ``timeout`` seconds (MLflow itself
+    would retry a dead database for minutes)."""
+    parts = urlsplit(tracking_uri)
+    dialect = parts.scheme.split("+", 1)[0]
+    if dialect in _DB_PORTS and parts.hostname:
+        try:
+            port = parts.port or _DB_PORTS[dialect]
+        except ValueError:
+            return f"invalid port in the {dialect} URI (host {parts.hostname})"
+        try:
+            with socket.create_connection((parts.hostname, port), timeout=timeout):
+                return None
+        except OSError as e:
+            return f"cannot reach the {dialect} database at {parts.hostname}:{port}: " \
+                   f"{e.strerror or one_line(e)}"
+    if parts.scheme not in ("http", "https"):
         return None
     try:
         with urllib.request.urlopen(tracking_uri.rstrip("/") + "/health", timeout=timeout):

@@ -41,6 +41,7 @@ from .tracking import (
     Terminated,
     Tracker,
     apply_http_defaults,
+    artifact_location_for,
     fingerprint,
     flatten,
     git_commit,
@@ -368,7 +369,7 @@ def _run(cfg: DictConfig, settings: Settings) -> float | None:
         results["dataset_content"] = data_fp
     cfg_fp = fingerprint(results)
     uri = resolve_tracking_uri(cfg.mlflow.tracking_uri, base)
-    artifact_location = (base / cfg.mlflow.artifact_location).resolve()
+    artifact_location = artifact_location_for(uri, cfg.mlflow.artifact_location, base)
     tracker, offline = None, None
     if cfg.mlflow.enabled:
         apply_http_defaults()

@@ -34,6 +34,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -43,8 +44,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from .resilience import one_line, process_alive, process_start
-from .tracking import get_or_create_experiment, with_pg_driver
+from .resilience import auth_problem, one_line, process_alive, process_start
+from .tracking import get_or_create_experiment, ui_url, with_pg_driver
 
 ROOT = Path(__file__).resolve().parents[1]
 STATE_FILE = "server.json"
@@ -226,15 +227,14 @@ class LocalPostgres:
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(self.data_dir, 0o700)
         self._own(self.data_dir)
-        pwfile = self.data_dir.parent / f".{self.data_dir.name}.pw"
-        _private_file(pwfile, self.password + "\n")
-        self._own(pwfile)
-        try:
+        with tempfile.TemporaryDirectory(prefix="smartvector-initdb-") as tmp:
+            self._own(Path(tmp))  # private to the user that runs initdb
+            pwfile = Path(tmp) / "pw"
+            _private_file(pwfile, self.password + "\n")
+            self._own(pwfile)
             res = self._run(str(self.bindir / "initdb"), "-D", str(self.data_dir),
                             "-U", PG_USER, f"--pwfile={pwfile}", "-A", "scram-sha-256",
                             "-E", "UTF8", "--no-instructions")
-        finally:
-            pwfile.unlink(missing_ok=True)
         if res.returncode != 0:
             lines = (res.stderr or res.stdout).strip().splitlines() or ["(no output)"]
             hint = ""
@@ -484,6 +484,7 @@ def start(args: argparse.Namespace) -> int:
     started_pg = False
     if args.backend_store_uri:
         uri = with_pg_driver(args.backend_store_uri)
+        info.pop("postgres", None)  # `stop` must not touch a database it did not start
     else:
         pw_file = state / "pg_password"
         if not pw_file.exists():
@@ -500,9 +501,10 @@ def start(args: argparse.Namespace) -> int:
         info["postgres"] = {"data_dir": str(data_dir), "port": pg_port,
                             "log": str(pg.log_file)}
         _save_state(state, info)
-        pg.ensure_database()
         uri = pg.uri()
     try:
+        if pg is not None:
+            pg.ensure_database()
         return _start_server(args, state, info, uri, pg, creds)
     except BaseException:
         if pg is not None and started_pg:
@@ -546,8 +548,15 @@ def _start_server(args: argparse.Namespace, state: Path, info: dict[str, Any], u
     _save_state(state, info)
     try:
         wait_healthy(url, proc, log, timeout=args.timeout)
-        users = create_users(url, creds) if creds is not None and creds.users else []
-        ids = create_experiments(url, list(args.experiment or DEFAULT_EXPERIMENTS), creds)
+        try:
+            users = create_users(url, creds) if creds is not None and creds.users else []
+            ids = create_experiments(url, list(args.experiment or DEFAULT_EXPERIMENTS), creds)
+        except TeamServerError:
+            raise
+        except Exception as e:  # noqa: BLE001 - e.g. an admin password changed since
+            with _env(_client_env(creds)):
+                reason = auth_problem(e, url) or one_line(e)
+            raise TeamServerError(f"cannot set up users and experiments: {reason}") from None
     except BaseException:
         _stop_server(info)
         raise
@@ -555,8 +564,11 @@ def _start_server(args: argparse.Namespace, state: Path, info: dict[str, Any], u
              if pg else mask(uri))
     print(f"team server: {url} ({'basic-auth' if creds else 'NO authentication'}; "
           f"store {where}; artifacts {artifacts})")
-    print(f"experiments: {', '.join(args.experiment or DEFAULT_EXPERIMENTS)} "
-          f"(ids {', '.join(ids)})" + (f"; users created: {', '.join(users)}" if users else ""))
+    names = list(args.experiment or DEFAULT_EXPERIMENTS)
+    if users:
+        print(f"users created: {', '.join(users)}")
+    for name, exp_id in zip(names, ids, strict=True):
+        print(f"experiment {name}: {ui_url(url, exp_id)}")
     who = (" MLFLOW_TRACKING_USERNAME=... MLFLOW_TRACKING_PASSWORD=..." if creds else "")
     print(f"log to it: export MLFLOW_TRACKING_URI={url}{who}")
     print(f"stop it:   python -m experiments.team_server stop --state-dir {state}")

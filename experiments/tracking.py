@@ -69,6 +69,38 @@ UI_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 #: Per-method metrics copied onto the parent run as ``<metric>/<method>`` (one row compares).
 KEY_METRICS = ("top1_accuracy", "stale_rate", "contradicted_rate", "ece")
 
+#: The experiment's shared UI view (tag ``mlflow.sharedViewState.<key>``) that shows those
+#: columns; open it with :func:`ui_url`.
+VIEW_KEY = "methods"
+VIEW_TAG = f"mlflow.sharedViewState.{VIEW_KEY}"
+
+
+def ui_url(server: str, experiment_id: str) -> str:
+    """The UI page that compares the methods: the runs table with their key metrics."""
+    return f"{server.rstrip('/')}/#/experiments/{experiment_id}/runs?viewStateShareKey={VIEW_KEY}"
+
+
+def view_state(metric_keys: list[str], previous: str | None = None) -> str:
+    """The UI state (JSON) of the runs table showing ``metric_keys`` (``<metric>/<method>``)
+    first, merged with a ``previous`` state's columns (jobs of a sweep may run other methods).
+    """
+    keys: list[str] = []
+    if previous:
+        try:
+            old = json.loads(previous).get("columnOrder", [])
+        except (ValueError, AttributeError):
+            old = []
+        keys = [c[len("metrics.`"):-1] for c in old if str(c).startswith("metrics.`")]
+    keys += [k for k in metric_keys if k not in keys]
+    order = {m: i for i, m in enumerate(KEY_METRICS)}
+    keys.sort(key=lambda k: order.get(k.split("/", 1)[0], len(order)))  # stable: by metric
+    cols = [f"metrics.`{k}`" for k in keys]
+    return json.dumps({"selectedColumns": [*cols, "params.`seed`"],
+                       "columnOrder": ["attributes.`Run Name`", *cols],
+                       "columnWidths": {c: 24 + 7 * len(k) for c, k in zip(cols, keys,
+                                                                          strict=True)},
+                       "runsHiddenMode": "SHOW_ALL"}, separators=(",", ":"))
+
 
 def resolve_tracking_uri(configured: str, base_dir: Path) -> str:
     """``MLFLOW_TRACKING_URI`` wins; a relative sqlite path is made absolute and a PostgreSQL
@@ -269,6 +301,19 @@ class Tracker:
                 warnings.warn(f"could not mark MLflow run {run_id} {status}: {one_line(e)}",
                               RuntimeWarning, stacklevel=3)
 
+    def show_in_ui(self, metric_keys: list[str]) -> None:
+        """Add ``metric_keys`` to the experiment's shared UI view (see :func:`ui_url`).
+        Best effort: the runs are logged whether or not the view can be updated."""
+        try:
+            exp = retry_locked(self.client.get_experiment, self.experiment_id)
+            state = view_state(metric_keys, exp.tags.get(VIEW_TAG))
+            if state != exp.tags.get(VIEW_TAG):
+                retry_locked(self.client.set_experiment_tag, self.experiment_id, VIEW_TAG,
+                             state)
+        except Exception as e:  # noqa: BLE001 - only the UI's columns depend on it
+            warnings.warn(f"could not update the UI view of the experiment: {one_line(e)}",
+                          RuntimeWarning, stacklevel=2)
+
     def log_params(self, params: Mapping[str, Any]) -> None:
         from mlflow.entities import Param
 
@@ -405,7 +450,8 @@ def log_output_dir(out_dir: Path, tracker: Tracker) -> str:
         tracker.log_metrics({f"corpus_{k}": v for k, v in metrics["corpus"].items()
                              if isinstance(v, int | float)})
         tracker.log_metrics(metrics["reembed"])
-        tracker.log_metrics(method_summary(metrics))
+        summary = method_summary(metrics)
+        tracker.log_metrics(summary)
         ds = record["dataset"]
         corpus = out_dir / ds["corpus"]  # relative to the output dir, or absolute
         if corpus.is_file():
@@ -421,13 +467,16 @@ def log_output_dir(out_dir: Path, tracker: Tracker) -> str:
             with tracker.run(method, {**tags, "method": method}, nested=True):
                 tracker.log_params({"method": method, **params})
                 tracker.log_metrics({**m["quality"], **m["timing"]})
+    tracker.show_in_ui(list(summary))
     return parent.info.run_id
 
 
 def method_summary(metrics: Mapping[str, Any]) -> dict[str, float]:
-    """Each method's :data:`KEY_METRICS` as ``<metric>/<method>``, for the parent run."""
-    return {f"{k}/{method}": m["quality"][k] for method, m in metrics["methods"].items()
-            for k in KEY_METRICS if isinstance(m["quality"].get(k), int | float)}
+    """Each method's :data:`KEY_METRICS` as ``<metric>/<method>``, for the parent run
+    (rounded to 4 decimals for the table; the nested runs keep the exact values)."""
+    return {f"{k}/{method}": round(float(m["quality"][k]), 4)
+            for k in KEY_METRICS for method, m in metrics["methods"].items()
+            if isinstance(m["quality"].get(k), int | float)}
 
 
 def find_output_dirs(paths: list[Path]) -> list[Path]:

@@ -103,8 +103,8 @@ def test_bad_input_fails_with_one_line_and_no_traceback(tmp_path: Path) -> None:
         jobs[name] = (_start(args), "error: " + expected, 2)
     bad_config = {  # rejected at start-up, before any work
         "n_boot": ("n_boot=0", "error: n_boot must be >= 1, got 0", 2),
-        "half_life": ("store.temporal_half_life_days=0",
-                      "error: temporal.half_life_days must be > 0", 2),
+        "half_life": ("store.temporal.half_life_days=0",
+                      "error: store.temporal.half_life_days must be > 0", 2),
     }
     for name, (override, expected, code) in bad_config.items():
         args = _cli(tmp_path / name, *FAST, override, f"hydra.run.dir={tmp_path}/{name}/out")
@@ -140,11 +140,14 @@ def test_unanswerable_query_is_reported_and_excluded(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("store.temporal_half_life_days=-1", "temporal.half_life_days must be > 0"),
-        ("store.dormant_threshold=1.5", "dormant_threshold must be in [0, 1]"),
-        ("store.ripple_penalty=-0.1", "ripple.penalty must be in [0, 1]"),
+        ("store.temporal.half_life_days=-1", "store.temporal.half_life_days must be > 0"),
+        ("store.confidence.dormant_threshold=1.5",
+         "store.confidence.dormant_threshold must be in [0, 1]"),
+        ("store.ripple.penalty=-0.1", "store.ripple.penalty must be in [0, 1]"),
+        ("store.temporal.anchor=birth", "store.temporal.anchor must be one of created"),
         ("dataset.dependent_update_prob=2", "dependent_update_prob must be in [0, 1]"),
-        ("weights.relational=nan", "weights.relational must be a finite number >= 0"),
+        ("store.weights.relational=nan",
+         "store.weights.relational must be a finite number >= 0"),
         ("n_boot=0", "n_boot must be >= 1"),
         ("reembed.n_edits=-1", "reembed.n_edits must be >= 0"),
         ("reembed.overlap=500", "0 <= overlap < window"),
