@@ -28,7 +28,7 @@ from smartvector import ScoringWeights
 from .tracking import resolve_tracking_uri
 
 SWEEPS = ("table1", "table1_dev", "regime_map", "robustness", "time_travel", "feedback",
-          "sensitivity", "authority", "weights_dev")
+          "sensitivity", "authority", "weights_dev", "real_site_policy", "real_peps")
 REEMBED_LENGTHS = "5,10,20,50,100,200,500"
 
 

@@ -168,7 +168,8 @@ def _prediction(injected: dict[str, tuple[str, ...] | None], method: str, q: Que
     grades = [grade_hit(h, q, injected) for h in ranking.hits]
     first = next((i + 1 for i, g in enumerate(grades) if g == Grade.CORRECT), 0)
     row = {"query_id": q.id, "method": method, "kind": q.kind,
-           "topic": str(q.meta.get("topic") or q.doc_ids[0])}
+           "topic": str(q.meta.get("topic") or q.doc_ids[0]),
+           "timing": str(q.meta.get("timing", "")), "split": str(q.meta.get("split", ""))}
     if ranking.hits:
         h = ranking.hits[0]
         row.update(
