@@ -87,8 +87,13 @@ def with_overrides(obj: Any, overrides: dict[str, Any] | None, where: str = "sto
 
 @dataclass
 class EmbedderConfig:
+    """``name``: hashing, minilm or st (any sentence-transformers model at ``path``);
+    ``backend``: torch or openvino (null: the embedder's default)."""
+
     name: str = "minilm"
     cache_path: str | None = ".cache/embeddings.sqlite"
+    backend: str | None = None
+    path: str | None = None
 
 
 @dataclass

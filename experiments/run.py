@@ -109,11 +109,18 @@ def validate(cfg: DictConfig) -> Settings:
         _check_run_options(cfg)
         kind = get_kind(cfg.dataset.kind)
         kind.check(_dataset_config(cfg))
-        if cfg.embedder.name in ("minilm", "all-MiniLM-L6-v2"):
-            check_available()
-        elif cfg.embedder.name != "hashing":
-            raise ValueError(f"unknown embedder {cfg.embedder.name!r} (choose from: hashing, "
-                             "minilm)")
+        e = cfg.embedder
+        if e.name not in ("hashing", "minilm", "all-MiniLM-L6-v2", "st"):
+            raise ValueError(f"unknown embedder {e.name!r} (choose from: hashing, minilm, st)")
+        if e.name == "st" and not e.path:
+            raise ValueError("embedder.path is required for embedder=st (a local "
+                             "sentence-transformers model directory)")
+        if e.name != "hashing":
+            path = str(_base() / e.path) if e.path else None
+            if e.backend:
+                check_available(e.backend, path)
+            else:
+                check_available(path=path)
         if "qdrant_filter" in {n.get("kind", k) for k, n in methods.items()}:
             from .retrievers.qdrant import _qdrant
 
@@ -169,12 +176,16 @@ def split_queries(ds: Dataset, split: str) -> Dataset:
 _EMBEDDERS: dict[tuple, Any] = {}
 
 
-def shared_embedder(name: str, cache_path: str | None) -> Any:
+def shared_embedder(name: str, cache_path: str | None, backend: str | None = None,
+                    path: str | None = None) -> Any:
     """One embedder (and model) per process: the jobs of a sweep that Hydra runs in this
     process load the model once."""
-    key = (name, str(Path(cache_path).resolve()) if cache_path else None)
+    key = (name, str(Path(cache_path).resolve()) if cache_path else None, backend, path)
     if key not in _EMBEDDERS:
-        _EMBEDDERS[key] = make_embedder(name, cache_path)
+        kw = {"path": str(_base() / path)} if path else {}
+        if backend and name != "hashing":
+            kw["backend"] = backend
+        _EMBEDDERS[key] = make_embedder(name, cache_path, **kw)
     return _EMBEDDERS[key]
 
 
@@ -182,7 +193,8 @@ def evaluate_run(cfg: DictConfig, settings: Settings, out_dir: Path) -> dict[str
     """Run every method, grade their runs, and write metrics.json, predictions.csv, run.csv
     and the reliability plot."""
     ds = split_queries(load_data(cfg, out_dir), cfg.query_split)
-    embedder = MemoEmbedder(shared_embedder(cfg.embedder.name, cfg.embedder.cache_path))
+    e = cfg.embedder
+    embedder = MemoEmbedder(shared_embedder(e.name, e.cache_path, e.backend, e.path))
     # every chunk of every version and every query, embedded once in large batches (the
     # stores then ask per version and hit the memo)
     chunks = {c.text for v in ds.corpus

