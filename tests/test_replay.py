@@ -36,7 +36,8 @@ def _grades(ds, res):
 
 
 @pytest.mark.parametrize("name", ["smartvector", "no_temporal", "lifecycle_only", "oracle",
-                                  "bm25_lifecycle", "hybrid_rrf", "qdrant_filter"])
+                                  "bm25_lifecycle", "hybrid_rrf", "qdrant_filter",
+                                  "smartvector_v2"])
 def test_time_travel_answers_like_the_live_replay(data, name: str) -> None:
     ds, emb, qv = data
     cfg = StoreConfig(record_access=False)
