@@ -29,7 +29,6 @@ import hashlib
 import json
 import os
 import subprocess
-import tempfile
 import time
 import warnings
 from collections.abc import Iterator, Mapping
@@ -37,6 +36,8 @@ from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
+
+from smartvector.fileio import atomic_write_text
 
 from .resilience import (  # noqa: F401 - re-exported for the runner and import command
     HOST,
@@ -401,15 +402,7 @@ def open_tracker(tracking_uri: str, experiment: str,
 def write_record(out_dir: Path, record: Mapping[str, Any]) -> Path:
     """Write ``mlflow_run.json`` atomically (a crash never leaves half a file)."""
     target = Path(out_dir) / RECORD_FILE
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(record, f, indent=2, sort_keys=True, default=str)
-            f.write("\n")
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(target, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
     return target
 
 
