@@ -212,7 +212,7 @@ KEY_METHODS = ("smartvector", "smartvector_v2", "latest_only", "lifecycle_only",
 
 def breakdowns(pred: pd.DataFrame, out: Path, name: str,
                baselines: tuple[str, ...] = ("plain_cosine", "latest_only"),
-               tested: tuple[str, ...] = KEY_METHODS) -> dict[str, str]:
+               tested: tuple[str, ...] = KEY_METHODS, seed_tables: bool = True) -> dict[str, str]:
     """Per query kind, per seed, and seed-level paired tests of every method against the
     baselines: ``<name>_by_kind``, ``<name>_by_seed`` and ``<name>_seed_tests``. CIs are
     bootstrapped over queries and, in brackets after them, over (seed, topic) clusters. The
@@ -257,9 +257,11 @@ def breakdowns(pred: pd.DataFrame, out: Path, name: str,
                                                 f"{100 * t['ci_hi']:+.1f}]",
                               "sign-flip p": f"{t['p_sign_flip']:.3g}",
                               "paired t p": f"{t['p_ttest']:.3g}"})
-    return {f"{name}_by_kind": _write(pd.DataFrame(by_kind), out, f"{name}_by_kind"),
-            f"{name}_by_seed": _write(pd.DataFrame(by_seed), out, f"{name}_by_seed"),
-            f"{name}_seed_tests": _write(pd.DataFrame(tests), out, f"{name}_seed_tests")}
+    made = {f"{name}_by_kind": _write(pd.DataFrame(by_kind), out, f"{name}_by_kind")}
+    if seed_tables:  # with one seed there is nothing to test at the seed level
+        made[f"{name}_by_seed"] = _write(pd.DataFrame(by_seed), out, f"{name}_by_seed")
+        made[f"{name}_seed_tests"] = _write(pd.DataFrame(tests), out, f"{name}_seed_tests")
+    return made
 
 
 def robustness(store: Store, out: Path) -> dict[str, str]:
@@ -447,7 +449,8 @@ def real_corpora(store: Store, out: Path) -> dict[str, str]:
                         row[f"{col}: {v} (n={len(part)})"] = _fmt(*a)
             rows.append(row)
         made[f"real_{name}"] = _write(pd.DataFrame(rows), out, f"real_{name}")
-        made.update(breakdowns(pred, out, f"real_{name}"))
+        made.update(breakdowns(pred, out, f"real_{name}",
+                               seed_tables=pred["seed"].nunique() > 1))
     return made
 
 
