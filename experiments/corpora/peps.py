@@ -22,6 +22,7 @@ from typing import Any
 from experiments.corpora.site_policy import (
     Candidate,
     Fact,
+    QuestionsConfig,
     VersionTexts,
     add_arguments,
     candidates,
@@ -71,23 +72,12 @@ DEFAULT_FIELDS = ["Status", "Python-Version", "Type", "Title", "Superseded-By", 
 
 
 @dataclass
-class PepsConfig:
-    """Knobs of the derivation; the defaults give the corpus the dataset card describes.
-    Usable as a Hydra structured config."""
+class PepsConfig(QuestionsConfig):
+    """Knobs of the derivation; the defaults give the corpus the dataset card describes."""
 
     kind: str = "peps"
-    seed: int = 0  # draws asked_at times and breaks ties in the selection
-    split: str = "all"  # which queries to keep: all, dev or test (by document)
-    dev_fraction: float = 0.5  # share of documents (by a stable hash of the id) in dev
-    after_change_share: float = 0.4  # the timing mix (normalised; a share of 0 turns it off)
-    long_after_share: float = 0.3
-    as_of_share: float = 0.3
-    after_change_days: int = 30  # after_change: asked within N days after the last change
-    long_after_days: int = 180  # long_after: asked >= M days after it, before the next one
-    max_queries: int = 300  # in total, before the split filter
     max_queries_per_document: int = 2
     max_queries_per_fact: int = 2
-    max_documents: int | None = None  # keep only N PEPs (those with facts first)
     fields: list[str] = field(default_factory=lambda: list(DEFAULT_FIELDS))  # asked about
     appearing_changes: bool = True  # a field added later (Superseded-By: 600) is a change
 

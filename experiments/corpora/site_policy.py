@@ -45,11 +45,11 @@ TIMINGS = ("after_change", "long_after", "as_of")
 
 
 @dataclass
-class SitePolicyConfig:
-    """Knobs of the derivation; the defaults give the corpus the dataset card describes.
-    Usable as a Hydra structured config."""
+class QuestionsConfig:
+    """What the real corpora's derivations share: the seed, the document split, the timing
+    mix and the caps. Usable as a Hydra structured config (through its subclasses)."""
 
-    kind: str = "site_policy"
+    kind: str = ""
     seed: int = 0  # draws asked_at times and breaks ties in the selection
     split: str = "all"  # which queries to keep: all, dev or test (by document)
     dev_fraction: float = 0.5  # share of documents (by a stable hash of the id) in dev
@@ -62,6 +62,13 @@ class SitePolicyConfig:
     max_queries_per_document: int = 40
     max_queries_per_fact: int = 10
     max_documents: int | None = None  # keep only N documents (those with facts first)
+
+
+@dataclass
+class SitePolicyConfig(QuestionsConfig):
+    """Knobs of the derivation; the defaults give the corpus the dataset card describes."""
+
+    kind: str = "site_policy"
     min_similarity: float = 0.7  # how alike a reworded sentence must be to carry a fact on
 
 
