@@ -90,7 +90,7 @@ def load_store(cls: type[SmartVectorStore], path: str | os.PathLike,
                embedder: Embedder) -> SmartVectorStore:
     """Read a store written by :func:`save_store`; the embedder must be the one it was
     built with."""
-    from .store import DocState
+    from .ingestion import DocState
 
     with np.load(Path(path), allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
