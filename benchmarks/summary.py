@@ -28,6 +28,28 @@ def _ok(cond: bool) -> str:
     return "met" if cond else "**missed**"
 
 
+def _sweep_table(q: dict) -> list[str]:
+    """The pool sweep (``pool_sweep``, this harness) or the older over-fetch sweep."""
+    first_size = next(iter(q["sizes"].values()))
+    if "pool_sweep" in first_size:
+        key, label = "pool_sweep", "pool"
+        base = next(k for k in first_size[key][next(iter(first_size[key]))]
+                    if k.startswith("top10_overlap"))
+        head = ("Pool sweep (`store.search(..., pool=N)`): p50 and overlap of the top 10 with "
+                f"the benchmark's pool ({base.rsplit('_', 1)[-1]}):")
+    else:
+        key, label, base = "overfetch_sweep", "overfetch", "top10_overlap_with_overfetch_10"
+        head = ("Over-fetch sweep (`StoreConfig.overfetch`; pool = 10 x overfetch): p50 and "
+                "overlap of the top 10 with the default (overfetch 10):")
+    first = first_size[key]
+    out = ["", head, "", "| vectors | " + " | ".join(f"{label} {o}" for o in first) + " |",
+           "|---:|" + "---|" * len(first)]
+    for r in q["sizes"].values():
+        out.append(f"| {r['n']:,} | " + " | ".join(
+            f"{v['p50_us']:.0f} us, {v[base]:.2f}" for v in r[key].values()) + " |")
+    return out
+
+
 def query_section(q: dict) -> list[str]:
     out = ["## 1. Query latency and recall", "",
            f"`{q['machine']['command']}`: {_machine(q['machine'])}; wall time {q['wall_s']:.0f} s.",
@@ -91,15 +113,7 @@ def query_section(q: dict) -> list[str]:
             f"{e['cosine_random_pairs_mean']:.2f} / {e['cosine_nearest_neighbour_mean']:.2f} / "
             f"{e['cosine_10th_neighbour_mean']:.2f}, {e['local_intrinsic_dim']} | "
             f"{r['ingest_s']:.0f} s, {' + '.join(f'{x:.0f}' for x in r['consolidate_s'])} s |")
-    first = next(iter(q["sizes"].values()))["overfetch_sweep"]
-    out += ["", "Over-fetch sweep (`StoreConfig.overfetch`; pool = 10 x overfetch): p50 and "
-            "overlap of the top 10 with the default (overfetch 10):", "",
-            "| vectors | " + " | ".join(f"overfetch {o}" for o in first) + " |",
-            "|---:|" + "---|" * len(first)]
-    for r in q["sizes"].values():
-        out.append(f"| {r['n']:,} | " + " | ".join(
-            f"{v['p50_us']:.0f} us, {v['top10_overlap_with_overfetch_10']:.2f}"
-            for v in r["overfetch_sweep"].values()) + " |")
+    out += _sweep_table(q)
     if q.get("minilm"):
         m = q["minilm"]
         out += ["", f"Real all-MiniLM-L6-v2 embeddings of the same generated texts ({m['n']:,} "
