@@ -167,7 +167,8 @@ def table1(store: Store, out: Path) -> dict[str, str]:
                   pred.loc[pred.method == m, "grade"].eq("correct").to_numpy())
               for m in ("plain_cosine", "smartvector", "latest_only") if m in order}
     plot_reliability(curves, out / "reliability.png",
-                     title="Reliability of the top-1 score (default corpus, 5 seeds pooled)")
+                     title=f"Reliability of the top-1 score (default corpus, "
+                           f"{pred['seed'].nunique()} seeds pooled)")
     return {"paper_vs_ours": _write(paper, out, "paper_vs_ours"),
             "table1": _write(t1, out, "table1"), "ablation": _write(ab, out, "ablation"),
             "reembed_corpus": _write(cost, out, "reembed_corpus"),
