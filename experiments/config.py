@@ -85,6 +85,17 @@ def with_overrides(obj: Any, overrides: dict[str, Any] | None, where: str = "sto
     return dataclasses.replace(obj, **changes)
 
 
+def method_store_config(name: str, base: Any, overrides: dict[str, Any] | None) -> Any:
+    """Method ``name``'s store config: ``base`` with its ``store:`` overrides; a one-line
+    ValueError names ``methods.<name>.store`` and the key."""
+    where = f"methods.{name}.store"
+    try:
+        return with_overrides(base, overrides, where)
+    except (TypeError, ValueError) as e:
+        msg = str(e)
+        raise ValueError(msg if msg.startswith("methods.") else f"{where}: {msg}") from None
+
+
 @dataclass
 class EmbedderConfig:
     """``name``: hashing, minilm or st (any sentence-transformers model at ``path``);

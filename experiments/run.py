@@ -27,7 +27,7 @@ from smartvector import StoreConfig
 from smartvector.chunking import chunk_text
 from smartvector.embedders import ModelUnavailableError, check_available, make_embedder
 
-from .config import build_frozen, register, with_overrides
+from .config import build_frozen, method_store_config, register
 from .corpora.registry import config_of, get_kind
 from .dataset import Dataset, DatasetError, load_dataset
 from .evaluate import method_metrics, paired_tests, timing_metrics
@@ -83,14 +83,7 @@ def validate(cfg: DictConfig) -> Settings:
             raise ValueError("no methods selected")
         for name, node in methods.items():
             _, params = make_params(name, node)
-            overrides = getattr(params, "store", None)
-            if overrides:
-                try:
-                    with_overrides(store, overrides, f"methods.{name}.store")
-                except ValueError as e:
-                    msg = str(e)
-                    raise ValueError(msg if msg.startswith("methods.") else
-                                     f"methods.{name}.store: {msg}") from None
+            method_store_config(name, store, getattr(params, "store", None))
         if cfg.protocol.k < 1:
             raise ValueError(f"protocol.k must be >= 1, got {cfg.protocol.k}")
         if cfg.protocol.index not in ("exact", "hnsw"):
@@ -122,9 +115,9 @@ def validate(cfg: DictConfig) -> Settings:
             else:
                 check_available(path=path)
         if "qdrant_filter" in {n.get("kind", k) for k, n in methods.items()}:
-            from .retrievers.qdrant import _qdrant
+            from .retrievers.qdrant import require_qdrant
 
-            _qdrant()
+            require_qdrant()
     except (ModelUnavailableError, MissingExtraError) as e:
         raise ConfigError(str(e)) from None
     except (ValueError, TypeError) as e:

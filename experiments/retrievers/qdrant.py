@@ -22,7 +22,8 @@ class MissingExtraError(ImportError):
     """An optional dependency of a method is not installed."""
 
 
-def _qdrant():
+def require_qdrant():
+    """qdrant-client's client class and models; a one-line error naming the extra."""
     try:
         from qdrant_client import QdrantClient, models
     except ImportError:
@@ -48,7 +49,7 @@ class QdrantFilterRetriever(Retriever):
 
     def __init__(self, name: str, params: QdrantParams, ctx: Context) -> None:
         super().__init__(name, params, ctx)
-        client_cls, self.models = _qdrant()
+        client_cls, self.models = require_qdrant()
         self.client = client_cls(":memory:")
         self.client.create_collection(self.COLLECTION, vectors_config=self.models.VectorParams(
             size=ctx.embedder.dim, distance=self.models.Distance.COSINE))

@@ -12,7 +12,7 @@ import numpy as np
 from smartvector import ScoringWeights, SmartVectorStore, Status
 from smartvector.store import SearchResult
 
-from ..config import with_overrides
+from ..config import method_store_config
 from ..dataset import DocVersion, Query
 from ..grading import contains_answer
 from .base import SIGNALS, Context, QueryInput, RankedHit, Ranking, Retriever, clip01, register
@@ -32,13 +32,7 @@ class StoreRetriever(Retriever):
 
     def __init__(self, name: str, params, ctx: Context) -> None:
         super().__init__(name, params, ctx)
-        try:
-            config = with_overrides(ctx.store_config, getattr(params, "store", None),
-                                    f"methods.{name}.store")
-        except (TypeError, ValueError) as e:
-            msg = str(e)
-            raise ValueError(msg if msg.startswith("methods.") else
-                             f"methods.{name}.store: {msg}") from None
+        config = method_store_config(name, ctx.store_config, getattr(params, "store", None))
         self.store = SmartVectorStore(ctx.embedder, ctx.index, config)
 
     @property
