@@ -314,6 +314,18 @@ class HnswIndex:
             return labels, sims  # strictly decreasing already: no tie to break by label
         return _order(labels, sims)
 
+    def search_distances(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """hnswlib's own answer for already-validated float32 ``queries`` (2-D, finite, not
+        zero; hnswlib normalises them) and ``1 <= k <= len(self)``: labels (uint64) and cosine
+        distances, nearest first, ties not yet ordered by label: the query path's lean form
+        of :meth:`search`. Falls back to :meth:`search` (similarities, int64 labels) where
+        hnswlib finds fewer than ``k``: check the labels' dtype."""
+        self._index.set_ef(max(self.ef_search, k))
+        try:
+            return self._index.knn_query(queries, k=k, num_threads=self.num_threads)
+        except RuntimeError:
+            return self.search(queries, k)
+
     def get_vectors(self, labels: np.ndarray) -> np.ndarray:
         """Stored unit vectors for ``labels``, in order; KeyError for an unknown label."""
         labels = _check_labels(labels)
@@ -418,3 +430,4 @@ def make_index(kind: str, dim: int, **kw: Any) -> VectorIndex:
     if kind not in _INDEXES:
         raise ValueError(f"unknown index kind {kind!r} (choose from: {', '.join(_INDEXES)})")
     return _INDEXES[kind](dim, **kw)
+

@@ -424,6 +424,7 @@ class Ingestion:
         if self.columns["superseded_at"][row] <= t:
             return
         self.columns["superseded_at"][row] = t
+        self._share_cache.clear()  # the visible share changed (see store.visible_share)
         self.log(row, t, "deprecated", detail=why)
 
     def refresh_edge_counts(self, rows: Iterable[int], t: float) -> None:

@@ -23,6 +23,7 @@ from .config import (
     StoreConfig,
     TemporalParams,
 )
+from .countlog import CountLog
 from .embedders import Embedder
 from .fileio import atomic_write
 from .graph import EdgeGraph
@@ -114,6 +115,7 @@ def load_store(cls: type[SmartVectorStore], path: str | os.PathLike,
     store.source_of = [tuple(s) for s in state["source_of"]]
     store.meta_of = state["meta_of"]
     store.events = {int(r): [Event(*e) for e in evs] for r, evs in state["events"].items()}
+    store.counts = CountLog.from_events(len(store.ids), store.events)
     for d, s in state["docs"].items():
         chunks = chunk_text(s["text"], config.max_chunk_chars)
         store.docs[d] = DocState(s["version"], s["text"], s["rows"], chunks, s["updated_at"],

@@ -13,22 +13,24 @@ feedback, accesses, penalties and edges recorded after ``T`` do not count.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from . import kernels
 from .chunking import text_hash
 from .columns import Columns
 from .confidence import ConfidenceEngine
 from .config import ScoringWeights, StoreConfig
 from .consolidation import consolidate
+from .countlog import CountLog
 from .embedders import Embedder
 from .graph import RELATIONAL_KINDS, EdgeGraph, ripple
 from .index import VectorIndex, make_index
 from .ingestion import DocState, Ingestion
-from .scoring import combine, relational_signal, temporal_signal
+from .scoring import relational_signal, temporal_signal
 from .timeutil import DAY, TimeLike, to_ts
 from .vector import (
     ConsolidationReport,
@@ -42,6 +44,8 @@ from .vector import (
 
 _FETCH_MARGIN = 1.25  # first fetch = n / (estimated visible share) * margin
 _STATUS = tuple(Status)
+_NO_COUNTS = np.empty((4, 0), np.float64)  # kernels: "read the columns' current counts"
+_NO_EDGES = np.empty(0, np.int64)
 
 
 @dataclass
@@ -52,6 +56,8 @@ class Candidates:
     semantic: np.ndarray
     at: float
     store: SmartVectorStore = field(repr=False)
+    #: whether any row has events / edges recorded after ``at`` (None: not known yet)
+    late: tuple[bool, bool] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -118,9 +124,12 @@ class SmartVectorStore(Ingestion):
         self.source_of: list[tuple[str, str, str]] = []  # (type, name, author)
         self.meta_of: list[dict] = []
         self.events: dict[int, list[Event]] = {}
+        self.counts = CountLog()  # the counting events' running totals (for time travel)
         self.docs: dict[str, DocState] = {}
         self.pending_ripple: list[int] = []
         self.last_consolidated: float = -np.inf
+        self._params_cache: dict[tuple[int, int], tuple] = {}
+        self._share_cache: dict[tuple[float, bool, int], float] = {}
 
     # ------------------------------------------------------------------ basics
     def __len__(self) -> int:
@@ -139,6 +148,7 @@ class SmartVectorStore(Ingestion):
     def log(self, row: int, at: float, kind: str, delta: float = 0.0, detail: str = "") -> None:
         """Record an event on a vector (its lineage)."""
         self.events.setdefault(row, []).append(Event(at, kind, delta, detail))
+        self.counts.add(row, at, kind, delta)
 
     # ------------------------------------------------------------ live state
     def status_at(self, rows: np.ndarray, at: TimeLike) -> np.ndarray:
@@ -217,47 +227,76 @@ class SmartVectorStore(Ingestion):
     ) -> Candidates:
         """The ``n`` visible rows nearest the query (fewer only if fewer exist).
 
-        Over-fetches from the index and filters with numpy masks (created by ``at``, and with
-        ``lifecycle``, not deprecated or archived at ``at``), widening the fetch until enough
-        survive or the whole index has been seen. The first fetch is ``n`` divided by the share
-        of rows visible at ``at`` (estimated on an evenly spaced sample of rows), with a
-        margin, so that one index search is usually enough; a widening scales the fetch by
-        the survival rate it saw.
+        Over-fetches from the index and filters (created by ``at``, and with ``lifecycle``,
+        not deprecated or archived at ``at``), widening the fetch until enough survive or the
+        whole index has been seen. The first fetch is ``n`` divided by the share of rows
+        visible at ``at`` (estimated on an evenly spaced sample of rows), with a margin, so
+        that one index search is usually enough; a widening scales the fetch by the survival
+        rate it saw.
         """
         t = to_ts(at)
         total = len(self.index)
-        empty = np.empty(0, dtype=np.int64)
         if total == 0 or n <= 0:
-            return Candidates(empty, np.empty(0), t, self)
-        q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
-        c = self.columns
+            return Candidates(np.empty(0, dtype=np.int64), np.empty(0), t, self, (False, False))
+        q = np.asarray(query_vector, dtype=np.float32).reshape(1, -1)
+        return self._pool(q, t, n, lifecycle, self._first_fetch(t, n, lifecycle, total))
+
+    def _first_fetch(self, t: float, n: int, lifecycle: bool, total: int) -> int:
+        """``n`` / the visible share x a margin, and at least the index's ``ef_search`` (an
+        HNSW search explores that many rows whatever ``k``, and its first ``k`` results are
+        the same: asking for them all costs nothing and spares most second searches)."""
         share = self.visible_share(t, lifecycle)
-        fetch = min(total, n if share >= 1 else int(n * _FETCH_MARGIN / max(share, 1 / 64)) + 1)
+        fetch = n if share >= 1 else int(n * _FETCH_MARGIN / max(share, 1 / 64)) + 1
+        return min(total, max(fetch, getattr(self.index, "ef_search", 0)))
+
+    def _index_search(self, q: np.ndarray, fetch: int) -> tuple[np.ndarray, np.ndarray, bool]:
+        """Labels and similarities, or hnswlib's distances (then the flag is True), of the
+        float32 queries ``q`` (rows)."""
+        raw = getattr(self.index, "search_distances", None)
+        if raw is None:
+            labels, sims = self.index.search(q, fetch)  # validates and normalises
+            return labels, sims, False
+        if q.shape[1] != self.index.dim:  # the kernel checks the values (first_visible)
+            raise ValueError(f"expected vectors of shape (n, {self.index.dim}), got {q.shape}")
+        labels, values = raw(q, fetch)
+        if labels.dtype == np.uint64:  # hnswlib's labels and distances
+            return labels.view(np.int64), values, True  # (labels < 2^63: same numbers)
+        return labels, values, False
+
+    def _pool(self, q: np.ndarray, t: float, n: int, lifecycle: bool, fetch: int,
+              first: tuple[np.ndarray, np.ndarray, bool] | None = None) -> Candidates:
+        """Widening loop of :meth:`candidates` for one query (a (1, dim) row; ``first``: the
+        result of the first fetch, when a batched search already made it)."""
+        total = len(self.index)
         while True:
-            labels, sims = self.index.search(q, fetch)
-            labels, sims = labels[0], sims[0]
-            keep = c["created_at"][labels] <= t
-            if lifecycle:
-                keep &= ~(c["superseded_at"][labels] <= t)
-            kept = int(np.count_nonzero(keep))
+            labels, values, is_dist = first if first is not None else self._index_search(
+                q, fetch)
+            first = None
+            rows, sem, kept, late_ev, late_ed = kernels.first_visible(
+                q[0], labels[0], values[0], is_dist, t, self.columns.block("f8"), lifecycle, n)
+            if kept < 0:
+                problem = "zero norm" if kept == -1 else "non-finite values"
+                raise ValueError(f"query 0 has {problem}; cosine similarity is undefined")
             if kept >= n or fetch >= total:
                 # exactly the n nearest visible rows, however many were fetched: the pool
                 # must not depend on how many invisible (future, deprecated) rows exist
-                idx = np.flatnonzero(keep)[:n]
-                return Candidates(labels[idx], sims[idx].astype(np.float64), t, self)
+                return Candidates(rows, sem, t, self, (late_ev, late_ed))
             grow = min(8.0, max(2.0, _FETCH_MARGIN * n / max(kept, 1)))
             fetch = min(total, int(fetch * grow) + 1)
 
     def visible_share(self, at: TimeLike, lifecycle: bool = True) -> float:
         """Estimated share of rows visible at ``at`` (created, and with ``lifecycle`` not
-        deprecated), counted on at most ~1,000 evenly spaced rows: deterministic, ~10 us."""
-        t = to_ts(at)
-        c = self.columns
-        step = max(1, len(c) // 1024)
-        vis = c["created_at"][::step] <= t
-        if lifecycle:
-            vis &= ~(c["superseded_at"][::step] <= t)
-        return float(np.count_nonzero(vis)) / max(len(vis), 1)
+        deprecated), counted on at most ~1,000 evenly spaced rows: deterministic. Remembered
+        per time until rows are added or deprecated (it only sizes the first index fetch)."""
+        t, n = to_ts(at), len(self.columns)
+        key = (t, lifecycle, n)
+        share = self._share_cache.get(key)
+        if share is None:
+            if len(self._share_cache) >= 4096:
+                self._share_cache.clear()
+            share = self._share_cache[key] = kernels.visible_share(
+                self.columns.block("f8"), n, t, lifecycle)
+        return share
 
     def signals(self, cand: Candidates) -> dict[str, np.ndarray]:
         """The four signals of every candidate."""
@@ -297,38 +336,135 @@ class SmartVectorStore(Ingestion):
         the config says so). ``weights`` overrides the configured ones; with
         ``lifecycle=False`` deprecated and archived vectors compete too.
         """
+        n = self._checked_pool(k, pool)
+        if vector is None:
+            if not text or not text.strip():
+                raise ValueError("empty query text")
+            vector = self.embed_query(text)
+        t, total = to_ts(at), len(self.index)
+        record = self.config.record_access if record_access is None else record_access
+        if total == 0:
+            return self.rank(self.candidates(vector, t, n, lifecycle), weights, n)
+        q = np.asarray(vector, dtype=np.float32).reshape(1, -1)
+        fetch = self._first_fetch(t, n, lifecycle, total)
+        return self._ranked(q, t, n, k, fetch, self._index_search(q, fetch), weights,
+                            lifecycle, record)
+
+    def search_batch(
+        self,
+        vectors: np.ndarray,
+        at: TimeLike | Sequence[TimeLike],
+        k: int = 5,
+        *,
+        pool: int | None = None,
+        weights: ScoringWeights | None = None,
+        lifecycle: bool = True,
+        record_access: bool | None = None,
+    ) -> list[SearchResult]:
+        """:meth:`search` for many query vectors (rows of ``vectors``) at one time or one
+        time each: for sweeps and offline evaluation.
+
+        The results, and the store afterwards, are those of successive :meth:`search` calls
+        in row order (accesses recorded by one query count for the next). What is batched is
+        the index search: one call per group of queries with the same first fetch (on the
+        index's threads). With the exact index a batched matrix product may round a
+        similarity differently in the last bit."""
+        n = self._checked_pool(k, pool)
+        Q = np.asarray(vectors, dtype=np.float32)
+        if Q.ndim != 2:
+            raise ValueError(f"vectors must be 2-D (one query per row), got shape {Q.shape}")
+        ats = [at] * len(Q) if isinstance(at, TimeLike) else list(at)
+        if len(ats) != len(Q):
+            raise ValueError(f"{len(ats)} times for {len(Q)} query vectors")
+        ts = [to_ts(a) for a in ats]
+        record = self.config.record_access if record_access is None else record_access
+        total = len(self.index)
+        if total == 0:
+            return [self.rank(self.candidates(q, t, n, lifecycle), weights, n)
+                    for q, t in zip(Q, ts, strict=True)]
+        fetches = [self._first_fetch(t, n, lifecycle, total) for t in ts]
+        first: list = [None] * len(Q)
+        for fetch in sorted(set(fetches)):
+            group = [i for i, f in enumerate(fetches) if f == fetch]
+            labels, values, is_dist = self._index_search(Q[group], fetch)
+            for j, i in enumerate(group):
+                first[i] = (labels[j:j + 1], values[j:j + 1], is_dist)
+        return [self._ranked(Q[i:i + 1], ts[i], n, k, fetches[i], first[i], weights,
+                             lifecycle, record) for i in range(len(Q))]
+
+    def _checked_pool(self, k: int, pool: int | None) -> int:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         pool = self.config.pool if pool is None else pool
         if not isinstance(pool, int | np.integer) or isinstance(pool, bool) or pool < 1:
             raise ValueError(f"pool must be an int >= 1, got {pool!r}")
-        if vector is None:
-            if not text or not text.strip():
-                raise ValueError("empty query text")
-            vector = self.embed_query(text)
-        cand = self.candidates(vector, at, int(pool), lifecycle)
-        result = self.rank(cand, weights, int(pool))
-        if self.config.record_access if record_access is None else record_access:
-            self.record_access(result.rows[:k], cand.at)
+        return int(pool)
+
+    def _ranked(self, q: np.ndarray, t: float, n: int, k: int, fetch: int,
+                first: tuple[np.ndarray, np.ndarray, bool], weights: ScoringWeights | None,
+                lifecycle: bool, record: bool) -> SearchResult:
+        """The ranked pool of one query given its first index result; records the accesses
+        of the best ``k`` if ``record``. The common case is one compiled call
+        (:func:`kernels.search_one`); widening, edges made after ``t`` and counts out of
+        time order take the general path (:meth:`_pool`, :meth:`rank`)."""
+        c, log = self.columns, self.counts
+        access_k = min(k, n) if record else 0
+        log.reserve(len(self), access_k)
+        code, ranked, sig, status, log_n = kernels.search_one(
+            q[0], first[0][0], first[1][0], first[2], t, c.block("f8"), c.block("i4"),
+            lifecycle, n, fetch >= len(self.index), self._kernel_params(weights), log.head,
+            log.values, log.prev, access_k, len(self), log.n)
+        if code == 0:
+            log.n = log_n
+            self._log_access(ranked[:access_k], t)
+            return SearchResult(self, t, n, ranked, sig[0], sig[1], sig[2], sig[3], sig[4],
+                                status)
+        result = self.rank(self._pool(q, t, n, lifecycle, fetch, first), weights, n)
+        if record:
+            self.record_access(result.rows[:k], t)
         return result
 
     def rank(self, cand: Candidates, weights: ScoringWeights | None = None,
              pool: int | None = None) -> SearchResult:
         """Rank a candidate set by the four-signal score (ties: lower row first): the
-        ranking step of :meth:`search`, for callers that bring their own candidates."""
+        ranking step of :meth:`search`, for callers that bring their own candidates.
+
+        Compiled (:mod:`smartvector.kernels`): the scores of :meth:`signals` and
+        :func:`~smartvector.scoring.combine`, up to the last bit of exp2 and log1p."""
         pool = len(cand) if pool is None else pool
+        t = cand.at
         if len(cand) == 0:
             e = np.empty(0)
-            return SearchResult(self, cand.at, pool, cand.rows, e, e, e, e, e,
-                                np.empty(0, np.int8))
-        sig = self.signals(cand)
-        score = combine(weights or self.config.weights, **sig)
-        order = np.lexsort((cand.rows, -score))
-        rows = cand.rows[order]
-        return SearchResult(
-            self, cand.at, pool, rows, score[order],
-            *(sig[name][order] for name in ("semantic", "temporal", "confidence", "relational")),
-            self.status_at(rows, cand.at))
+            return SearchResult(self, t, pool, cand.rows, e, e, e, e, e, np.empty(0, np.int8))
+        rows = np.ascontiguousarray(cand.rows, dtype=np.int64)
+        sem = np.ascontiguousarray(cand.semantic, dtype=np.float64)
+        c = self.columns
+        late_ed = (bool((c["edges_changed_at"][rows] > t).any()) if cand.late is None
+                   else cand.late[1])
+        edges = self.relational_edges_at(rows, t) if late_ed else _NO_EDGES
+        log, params = self.counts, self._kernel_params(weights)
+        ranked, sig, status, ok = kernels.rank(rows, sem, t, c.block("f8"), c.block("i4"),
+                                               _NO_COUNTS, edges, params, log.head,
+                                               log.values, log.prev)
+        if not ok:  # a row's counting events came out of time order: replay its events
+            ranked, sig, status, _ = kernels.rank(
+                rows, sem, t, c.block("f8"), c.block("i4"), np.stack(self._counts_at(rows, t)),
+                edges, params, log.head, log.values, log.prev)
+        return SearchResult(self, t, pool, ranked, sig[0], sig[1], sig[2], sig[3], sig[4],
+                            status)
+
+    def _kernel_params(self, weights: ScoringWeights | None) -> np.ndarray:
+        """The scoring parameters packed for the kernels (cached per config and weights)."""
+        cfg = self.config
+        w = weights or cfg.weights
+        key = (id(cfg), id(w))
+        hit = self._params_cache.get(key)
+        if hit is None or hit[0] is not cfg or hit[1] is not w:
+            if len(self._params_cache) > 64:
+                self._params_cache.clear()
+            hit = self._params_cache[key] = (cfg, w, kernels.pack_params(
+                cfg.temporal, cfg.confidence, cfg.relational, w))
+        return hit[2]
 
     def query(
         self,
@@ -353,14 +489,22 @@ class SmartVectorStore(Ingestion):
         t = to_ts(at)
         rows = np.fromiter((int(r) for r in rows), np.int64) if not isinstance(
             rows, np.ndarray) else rows.astype(np.int64).reshape(-1)
-        c = self.columns
-        np.add.at(c["accesses"], rows, 1)
-        c["last_accessed"][rows] = t
-        c["last_event_at"][rows] = np.maximum(c["last_event_at"][rows], t)
-        ev = Event(t, "access")  # immutable: one object serves every row
-        events = self.events
-        for r in rows.tolist():
-            events.setdefault(r, []).append(ev)
+        c, log = self.columns, self.counts
+        log.reserve(len(self), len(rows))
+        n = kernels.record_access(rows, t, len(self), c.block("f8"), c.block("i4"), log.head,
+                                  log.values, log.prev, log.n)
+        if n < 0:
+            raise IndexError(f"row out of range for a store of {len(self)} vectors")
+        log.n = n
+        self._log_access(rows, t)
+
+    def _log_access(self, rows: np.ndarray, t: float) -> None:
+        """The access events of ``rows`` (their counts are already recorded)."""
+        if len(rows):
+            ev = Event(t, "access")  # immutable: one object serves every row
+            events = self.events
+            for r in rows.tolist():
+                events.setdefault(r, []).append(ev)
 
     def feedback(self, vector_id: str, accepted: bool, at: TimeLike) -> float:
         """Record a user's acceptance or correction; returns the new live confidence."""

@@ -1,0 +1,81 @@
+"""Running totals of each vector's counting events, for "as of" lookups in compiled code.
+
+Feedback (accepted / corrected), accesses and penalties (ripple, contradiction) change a
+vector's confidence; a query in the past must count only those recorded by then. The event
+lists (``store.events``) say so but are Python objects; this log keeps, per counting event,
+the vector's totals after it (positive, negative, accesses, penalty) and its time, chained
+to the vector's previous counting event. Walking a vector's chain back from its latest event
+to the first one at or before ``t`` gives its totals as of ``t``, summed in the same order as
+a replay of its events. That holds while each vector's counting events arrive in time order;
+a vector that receives one out of order is marked (``head == -2``) and replayed from its
+event list instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+#: event kind -> which total it changes (0 positive, 1 negative, 2 accesses, 3 penalty)
+COUNTING = {"accepted": 0, "corrected": 1, "access": 2, "ripple": 3, "contradiction": 3}
+UNORDERED = -2
+
+
+class CountLog:
+    """Growable arrays: ``values`` (5, events) = totals after each event and its time (row 4),
+    ``prev`` = the same vector's previous counting event (-1: none), ``head`` = each vector's
+    latest counting event (-1: none, -2: out of time order)."""
+
+    def __init__(self, rows: int = 0, capacity: int = 1024) -> None:
+        self.n = 0
+        self.values = np.zeros((5, max(1, capacity)), np.float64)
+        self.prev = np.full(max(1, capacity), -1, np.int64)
+        self.head = np.full(max(1, rows, 1024), -1, np.int64)
+
+    def reserve(self, rows: int, events: int) -> None:
+        """Room for ``rows`` vectors and ``events`` more events."""
+        if rows > len(self.head):
+            grown = np.full(max(rows, 2 * len(self.head)), -1, np.int64)
+            grown[: len(self.head)] = self.head
+            self.head = grown
+        need = self.n + events
+        if need > len(self.prev):
+            cap = max(need, 2 * len(self.prev))
+            values = np.zeros((5, cap), np.float64)
+            values[:, : self.n] = self.values[:, : self.n]
+            prev = np.full(cap, -1, np.int64)
+            prev[: self.n] = self.prev[: self.n]
+            self.values, self.prev = values, prev
+
+    def add(self, row: int, at: float, kind: str, delta: float) -> None:
+        """Record one event (ignored unless its kind counts)."""
+        which = COUNTING.get(kind)
+        if which is None:
+            return
+        self.reserve(row + 1, 1)
+        k = int(self.head[row])
+        if k == UNORDERED:
+            return
+        if k >= 0 and at < self.values[4, k]:
+            self.head[row] = UNORDERED
+            return
+        i = self.n
+        if k >= 0:
+            self.values[:4, i] = self.values[:4, k]
+        else:
+            self.values[:4, i] = 0.0
+        self.values[which, i] += -delta if which == 3 else 1.0
+        self.values[4, i] = at
+        self.prev[i] = k
+        self.head[row] = i
+        self.n += 1
+
+    @classmethod
+    def from_events(cls, rows: int, events: dict[int, Iterable]) -> CountLog:
+        """The log of existing event lists (after loading a store)."""
+        log = cls(rows)
+        for r in sorted(events):
+            for ev in events[r]:
+                log.add(r, ev.at, ev.kind, ev.delta)
+        return log

@@ -1,0 +1,245 @@
+"""The compiled query path (smartvector.kernels, the count log) against the numpy reference:
+same order, same signals up to the last bit of exp2/log1p, same store state afterwards."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+from smartvector import HnswIndex, ScoringWeights, SmartVectorStore, StoreConfig
+from smartvector.config import ConfidenceParams, TemporalParams
+from smartvector.countlog import UNORDERED, CountLog
+from smartvector.embedders import HashingEmbedder
+from smartvector.scoring import combine
+from smartvector.store import Candidates
+from smartvector.timeutil import DAY
+
+DIM = 32
+T0 = 1_700_000_000.0
+
+
+def random_store(seed: int, config: StoreConfig | None = None, index: str = "exact",
+                 docs: int = 40) -> tuple[SmartVectorStore, np.random.Generator]:
+    """Documents over 200 days with new versions, feedback, accesses, penalties,
+    dependency edges and consolidation passes, at random times."""
+    rng = np.random.default_rng(seed)
+    idx = HnswIndex(DIM, ef_search=16) if index == "hnsw" else index
+    store = SmartVectorStore(HashingEmbedder(dim=DIM), idx, config or StoreConfig())
+    centres = rng.standard_normal((5, DIM))
+    for day in range(0, 200, 10):
+        at = T0 + day * DAY
+        ids = [f"d{rng.integers(docs)}" for _ in range(4)]
+        ids = list(dict.fromkeys(ids))
+        texts, doc_ids, emb = [], [], []
+        for d in ids:
+            for j in range(int(rng.integers(1, 4))):
+                texts.append(f"{d} chunk {j} says {int(rng.integers(1, 9)) * 15} days")
+                doc_ids.append(d)
+                emb.append(centres[int(d[1:]) % 5] + 0.6 * rng.standard_normal(DIM))
+        deps = {ids[0]: [ids[-1]]} if len(ids) > 1 else None
+        store.add_vectors(np.array(emb), texts, doc_ids, at,
+                          source_type=str(rng.choice(["wiki", "slack", "policy_doc"])),
+                          depends_on=deps)
+        n = len(store)
+        for r in rng.choice(n, size=min(n, 6), replace=False).tolist():
+            store.feedback(store.ids[r], bool(rng.random() < 0.6), at + rng.uniform(0, 5) * DAY)
+        store.record_access(rng.choice(n, size=min(n, 5), replace=False), at + DAY)
+        if day % 40 == 30:
+            store.consolidate(at + 2 * DAY)
+    return store, rng
+
+
+def reference_rank(store: SmartVectorStore, cand: Candidates, weights=None):
+    """The numpy path: signals, combine, lexsort, status_at."""
+    sig = store.signals(cand)
+    score = combine(weights or store.config.weights, **sig)
+    order = np.lexsort((cand.rows, -score))
+    return (cand.rows[order], score[order], {k: v[order] for k, v in sig.items()},
+            store.status_at(cand.rows[order], cand.at))
+
+
+CONFIGS = [
+    StoreConfig(),
+    StoreConfig(temporal=TemporalParams(anchor="validity", half_life_days=40.0),
+                confidence=ConfidenceParams(anchor="validity", half_life_days=20.0)),
+]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=["created", "validity"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_kernel_rank_matches_numpy_reference_in_time_travel(config, seed):
+    store, rng = random_store(seed, config)
+    weights = [None, ScoringWeights(0.1, 0.5, 0.3, 0.1), ScoringWeights(1, 0, 0, 0)]
+    checked_late = 0
+    for _ in range(40):
+        at = T0 + rng.uniform(-5, 215) * DAY
+        q = rng.standard_normal(DIM)
+        w = weights[int(rng.integers(len(weights)))]
+        cand = store.candidates(q, at, int(rng.integers(1, 30)), bool(rng.random() < 0.8))
+        late = store.columns["last_event_at"][cand.rows] > cand.at
+        checked_late += int(late.any())
+        got = store.rank(cand, w)
+        rows, score, sig, status = reference_rank(store, cand, w)
+        np.testing.assert_array_equal(got.rows, rows)
+        np.testing.assert_allclose(got.score, score, rtol=0, atol=1e-12)
+        for name, values in sig.items():
+            np.testing.assert_allclose(getattr(got, name), values, rtol=0, atol=1e-12)
+        np.testing.assert_array_equal(got.status, status)
+    assert checked_late >= 5  # the count log's "as of" lookups were exercised
+
+
+def test_out_of_order_counting_events_fall_back_to_a_replay():
+    store, rng = random_store(3)
+    rows = np.arange(len(store))
+    late_at = T0 + 300 * DAY
+    store.feedback(store.ids[0], True, late_at)
+    store.feedback(store.ids[0], False, T0 + 50 * DAY)  # earlier than the last one: unordered
+    assert store.counts.head[0] == UNORDERED
+    for at in (T0 + 40 * DAY, T0 + 60 * DAY, late_at + 1):
+        cand = Candidates(rows[:12], np.linspace(0.9, 0.3, 12), at, store)
+        got = store.rank(cand)
+        ref_rows, ref_score, _, _ = reference_rank(store, cand)
+        np.testing.assert_array_equal(got.rows, ref_rows)
+        np.testing.assert_allclose(got.score, ref_score, rtol=0, atol=1e-12)
+
+
+def test_count_log_totals_equal_a_replay_of_the_events():
+    store, rng = random_store(4)
+    log = store.counts
+    ordered = np.flatnonzero(log.head[: len(store)] != UNORDERED)
+    assert 0 < len(ordered) < len(store)  # both kinds occur (feedback lands out of order)
+    assert (log.head[ordered] >= 0).sum() > 20
+    for at in T0 + np.array([-1, 0, 35, 101.5, 199, 400]) * DAY:
+        pos, neg, acc, pen = store._counts_at(np.arange(len(store)), at)
+        for r in ordered.tolist():
+            k = int(log.head[r])
+            while k >= 0 and log.values[4, k] > at:
+                k = int(log.prev[k])
+            expect = (0.0, 0.0, 0.0, 0.0) if k < 0 else tuple(log.values[:4, k])
+            assert expect == (pos[r], neg[r], acc[r], pen[r])  # bit for bit
+    rebuilt = CountLog.from_events(len(store), store.events)  # as after loading
+
+    def chain(lg: CountLog, r: int) -> list[tuple[float, ...]]:
+        k, out = int(lg.head[r]), []
+        while k >= 0:
+            out.append(tuple(lg.values[:, k]))
+            k = int(lg.prev[k])
+        return out
+
+    assert rebuilt.n == log.n
+    for r in range(len(store)):
+        assert (rebuilt.head[r] == UNORDERED) == (log.head[r] == UNORDERED)
+        assert chain(rebuilt, r) == chain(log, r)
+
+
+@pytest.mark.parametrize("index", ["exact", "hnsw"])
+def test_fast_search_equals_the_general_path_and_leaves_the_same_state(index):
+    fast, rng = random_store(5, index=index)
+    slow = copy.deepcopy(fast)
+    for _ in range(60):
+        at = T0 + rng.uniform(0, 230) * DAY
+        q = rng.standard_normal(DIM)
+        pool, k = int(rng.integers(1, 25)), int(rng.integers(1, 8))
+        record = bool(rng.random() < 0.5)
+        got = fast.search(None, at, k, vector=q, pool=pool, record_access=record)
+        cand = slow.candidates(q, at, pool)
+        ref = slow.rank(cand, None, pool)
+        if record:
+            slow.record_access(ref.rows[:k], at)
+        np.testing.assert_array_equal(got.rows, ref.rows)
+        np.testing.assert_array_equal(got.score, ref.score)
+        np.testing.assert_array_equal(got.status, ref.status)
+        assert got.pool == ref.pool == pool and got.at == ref.at
+    for name in ("accesses", "last_accessed", "last_event_at"):
+        np.testing.assert_array_equal(fast.columns[name], slow.columns[name])
+    assert fast.events == slow.events
+    np.testing.assert_array_equal(fast.counts.values[:, : fast.counts.n],
+                                  slow.counts.values[:, : slow.counts.n])
+
+
+def test_search_reorders_tied_similarities_by_row():
+    store = SmartVectorStore(HashingEmbedder(dim=DIM), HnswIndex(DIM))
+    v = np.ones(DIM)
+    store.add_vectors(np.tile(v, (6, 1)), [f"chunk {i}" for i in range(6)],
+                      [f"d{i}" for i in range(6)], T0)
+    res = store.search(None, T0 + DAY, 3, vector=v, pool=6, record_access=False)
+    np.testing.assert_array_equal(res.rows, np.arange(6))  # every signal ties: row order
+
+
+@pytest.mark.parametrize("bad, problem", [(np.zeros(DIM), "zero norm"),
+                                          (np.full(DIM, np.nan), "non-finite values")])
+@pytest.mark.parametrize("index", ["exact", "hnsw"])
+def test_unusable_query_vectors_are_refused_and_change_nothing(bad, problem, index):
+    store, _ = random_store(6, index=index, docs=10)
+    before = store.columns["accesses"].copy()
+    with pytest.raises(ValueError, match=problem):
+        store.search(None, T0 + 100 * DAY, 3, vector=bad, record_access=True)
+    with pytest.raises(ValueError, match="shape"):
+        store.search(None, T0 + 100 * DAY, 3, vector=np.ones(DIM + 1))
+    np.testing.assert_array_equal(store.columns["accesses"], before)
+
+
+def test_record_access_out_of_range_raises_and_changes_nothing():
+    store, _ = random_store(7, docs=10)
+    before, n_log = store.columns["accesses"].copy(), store.counts.n
+    for rows in ([0, len(store)], [-1]):
+        with pytest.raises(IndexError, match="out of range"):
+            store.record_access(np.array(rows), T0 + 300 * DAY)
+    np.testing.assert_array_equal(store.columns["accesses"], before)
+    assert store.counts.n == n_log
+
+
+def test_loaded_store_searches_the_past_like_the_original(tmp_path):
+    store, rng = random_store(8)
+    store.save(tmp_path / "s")
+    loaded = SmartVectorStore.load(tmp_path / "s", HashingEmbedder(dim=DIM))
+    for _ in range(20):
+        at, q = T0 + rng.uniform(0, 220) * DAY, rng.standard_normal(DIM)
+        a = store.search(None, at, 5, vector=q, pool=15, record_access=False)
+        b = loaded.search(None, at, 5, vector=q, pool=15, record_access=False)
+        np.testing.assert_array_equal(a.rows, b.rows)
+        np.testing.assert_array_equal(a.score, b.score)
+
+
+def test_copied_and_pickled_columns_stay_views_of_their_blocks():
+    import pickle
+
+    store, _ = random_store(9, docs=10)
+    for twin in (copy.deepcopy(store), pickle.loads(pickle.dumps(store))):
+        twin.record_access(np.array([0, 1]), T0 + 400 * DAY)  # written through the blocks
+        assert twin.columns["accesses"][0] == store.columns["accesses"][0] + 1
+        assert twin.columns["last_accessed"][1] == T0 + 400 * DAY
+        np.testing.assert_array_equal(twin.columns["created_at"], store.columns["created_at"])
+
+
+@pytest.mark.parametrize("index", ["exact", "hnsw"])
+def test_search_batch_equals_successive_searches(index):
+    one, rng = random_store(10, index=index)
+    batch = copy.deepcopy(one)
+    Q = rng.standard_normal((50, DIM))
+    ats = T0 + rng.uniform(0, 230, 50) * DAY
+    ats[:20] = T0 + 230 * DAY  # a shared "now" for some: one index search serves them
+    for record in (False, True):
+        got = batch.search_batch(Q, ats, 3, pool=7, record_access=record)
+        want = [one.search(None, a, 3, vector=q, pool=7, record_access=record)
+                for q, a in zip(Q, ats, strict=True)]
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g.rows, w.rows)
+            np.testing.assert_allclose(g.score, w.score, rtol=0, atol=1e-6 if index == "exact"
+                                       else 0)
+    np.testing.assert_array_equal(batch.columns["accesses"], one.columns["accesses"])
+    assert batch.events == one.events
+    single_time = batch.search_batch(Q[:4], T0 + 100 * DAY, 2, record_access=False)
+    assert [r.at for r in single_time] == [T0 + 100 * DAY] * 4
+
+
+def test_search_batch_refuses_bad_shapes():
+    store, _ = random_store(11, docs=10)
+    with pytest.raises(ValueError, match="2-D"):
+        store.search_batch(np.ones(DIM), T0)
+    with pytest.raises(ValueError, match="3 times for 2 query vectors"):
+        store.search_batch(np.ones((2, DIM)), [T0, T0, T0])
+    with pytest.raises(ValueError, match="pool must be"):
+        store.search_batch(np.ones((2, DIM)), T0, pool=0)
