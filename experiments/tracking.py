@@ -209,6 +209,7 @@ class Tracker:
         quiet_mlflow_logs()
         self.tracking_uri = tracking_uri
         self._stack: list[str] = []
+        self._context_tags: dict[str, str] | None = None
         with store_lock(tracking_uri):
             self.client = MlflowClient(tracking_uri)  # opens the store (creates the schema)
             exp = get_or_create_experiment(self.client, experiment, artifact_location)
@@ -280,7 +281,9 @@ class Tracker:
                     MLFLOW_RUN_NAME: name}
         if nested and self._stack:
             all_tags[MLFLOW_PARENT_RUN_ID] = self._stack[-1]
-        resolved = context_registry.resolve_tags(all_tags)
+        if self._context_tags is None:  # the same for every run of this process
+            self._context_tags = context_registry.resolve_tags()
+        resolved = {**self._context_tags, **all_tags}
         run = retry_locked(self.client.create_run, self.experiment_id, tags=resolved,
                            run_name=name)
         run_id = run.info.run_id
@@ -329,6 +332,20 @@ class Tracker:
         items = [Metric(k, float(v), now, 0) for k, v in metrics.items()]
         for i in range(0, len(items), 1000):
             retry_locked(self.client.log_batch, self.run_id, metrics=items[i: i + 1000])
+
+    def log_batch(self, params: Mapping[str, Any] | None = None,
+                  metrics: Mapping[str, float] | None = None) -> None:
+        """Params and metrics together, in as few ``log_batch`` calls (store transactions)
+        as MLflow's limits allow (100 params, 1000 entries per call)."""
+        from mlflow.entities import Metric, Param
+
+        now = int(time.time() * 1000)
+        ps = [Param(k, str(v)[:6000]) for k, v in (params or {}).items()]
+        ms = [Metric(k, float(v), now, 0) for k, v in (metrics or {}).items()]
+        while ps or ms:
+            p, ps = ps[:100], ps[100:]
+            m, ms = ms[: 1000 - len(p)], ms[1000 - len(p):]
+            retry_locked(self.client.log_batch, self.run_id, metrics=m, params=p)
 
     def log_artifacts(self, paths: list[Path]) -> None:
         for p in paths:
@@ -439,12 +456,11 @@ def log_output_dir(out_dir: Path, tracker: Tracker) -> str:
     tags = dict(record["tags"])
     params = record["params"]
     with tracker.run(record["name"], tags) as parent:
-        tracker.log_params(params)
-        tracker.log_metrics({f"corpus_{k}": v for k, v in metrics["corpus"].items()
-                             if isinstance(v, int | float)})
-        tracker.log_metrics(metrics["reembed"])
         summary = method_summary(metrics)
-        tracker.log_metrics(summary)
+        tracker.log_batch(params, {
+            **{f"corpus_{k}": v for k, v in metrics["corpus"].items()
+               if isinstance(v, int | float)},
+            **metrics["reembed"], **summary})
         ds = record["dataset"]
         corpus = out_dir / ds["corpus"]  # relative to the output dir, or absolute
         if corpus.is_file():
@@ -458,8 +474,8 @@ def log_output_dir(out_dir: Path, tracker: Tracker) -> str:
         tracker.log_artifacts([out_dir / a for a in record["artifacts"]])
         for method, m in metrics["methods"].items():
             with tracker.run(method, {**tags, "method": method}, nested=True):
-                tracker.log_params({"method": method, **params})
-                tracker.log_metrics({**m["quality"], **m["timing"]})
+                tracker.log_batch({"method": method, **params},
+                                  {**m["quality"], **m["timing"]})
     tracker.show_in_ui(list(summary))
     return parent.info.run_id
 

@@ -394,6 +394,22 @@ class SentenceTransformerEmbedder:
         dim = get_dim() if get_dim else model.get_sentence_embedding_dimension()
         return model, int(dim)
 
+    def start_export(self) -> bool:
+        """Begin the one-time OpenVINO conversion in a background process, if this embedder
+        will need it and it is missing (openvino backend, model not loaded); True if
+        started. The first :meth:`encode` then waits for it instead of converting: callers
+        that know a conversion is coming overlap it with their own start-up work."""
+        if self.backend != "openvino" or self._model is not None:
+            return False
+        from . import openvino_backend as ovb
+
+        try:
+            model_dir = self.model_dir()
+            ovb.check_supported(model_dir)
+        except (ModelUnavailableError, ValueError, OSError):
+            return False  # encode() reports it
+        return ovb.start_export(model_dir, self.identity(), self._export_root())
+
     def _load_openvino(self, model_dir: Path) -> tuple[Any, int]:
         for package, pip_name in _PACKAGES["openvino"][:2]:
             if _find_spec(package) is None:
@@ -674,6 +690,17 @@ class CachedEmbedder:
         for i, h in enumerate(hashes):
             out[i] = np.frombuffer(found[h], dtype="<f4")
         return out
+
+    def holds_any(self) -> bool:
+        """Whether the cache holds at least one vector for this model."""
+        with self._lock:
+            conn = self._connect()
+            row = self._retry(
+                lambda: conn.execute(
+                    "SELECT 1 FROM embeddings WHERE model = ? LIMIT 1", [self.name]
+                ).fetchone()
+            )
+        return row is not None
 
     def count(self) -> int:
         """Number of vectors cached for this model."""

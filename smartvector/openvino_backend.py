@@ -19,10 +19,13 @@ openvino, tokenizers, torch and transformers are imported only when needed.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -160,10 +163,11 @@ def _export(model_dir: Path, dest: Path) -> None:
         model = AutoModel.from_pretrained(
             str(model_dir), local_files_only=True, attn_implementation="sdpa"
         ).eval()
+        example = {"input_ids": ids, "attention_mask": mask}
         with torch.no_grad():
             ov_model = ov.convert_model(
-                MeanPooled(model),
-                example_input={"input_ids": ids, "attention_mask": mask},
+                _traced(MeanPooled(model), example),
+                example_input=example,
                 input=[
                     ("input_ids", [-1, -1], ov.Type.i64),
                     ("attention_mask", [-1, -1], ov.Type.i64),
@@ -176,11 +180,90 @@ def _export(model_dir: Path, dest: Path) -> None:
     ov.save_model(ov_model, dest / "model.xml", compress_to_fp16=False)
 
 
+def _traced(module: Any, example: dict[str, Any]) -> Any:
+    """What ``ov.convert_model`` traces itself, minus ``torch.jit.trace``'s self-check.
+
+    The check (on by default) runs the model twice more and re-traces it to compare graphs:
+    about half the conversion's time, and it changes nothing in the traced graph (the IR is
+    byte-identical with and without it). Falls back to the module itself (convert_model then
+    traces it, checked) if this OpenVINO has no such decoder.
+    """
+    try:
+        from openvino.frontend.pytorch.ts_decoder import TorchScriptPythonDecoder
+    except ImportError:
+        return module
+    return TorchScriptPythonDecoder(
+        module, example_input=dict(example), trace_kwargs={"check_trace": False}
+    )
+
+
+def export_dir(identity: str, export_root: Path) -> Path:
+    """Where the IR of the model with ``identity`` lives under ``export_root``."""
+    return Path(export_root) / f"{identity[:24]}-{EXPORT_FORMAT}"
+
+
+#: conversions running in a child process (:func:`start_export`), by IR directory
+_BACKGROUND: dict[Path, subprocess.Popen] = {}
+
+
+def start_export(model_dir: Path, identity: str, export_root: Path) -> bool:
+    """Start the one-time conversion in a child process, so that it runs on another core
+    while the caller does other work (and the caller never imports torch); True if started.
+
+    Nothing happens when the IR exists, a conversion is already running, or a package the
+    conversion needs is missing (the in-process path then reports it). :func:`ensure_export`
+    waits for the child and, if it failed, converts in-process, so errors surface as before.
+    A child still running when this process exits is stopped (it leaves no partial IR).
+    """
+    final = export_dir(identity, export_root)
+    if (final / "model.xml").is_file() or final in _BACKGROUND:
+        return False
+    import importlib.util
+
+    for package in ("openvino", "torch", "transformers"):
+        try:
+            if importlib.util.find_spec(package) is None:
+                return False
+        except (ImportError, ValueError):
+            return False
+    env = dict(os.environ)
+    here = str(Path(__file__).resolve().parents[1])  # the smartvector package's parent
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "smartvector.openvino_backend", str(model_dir), identity,
+         str(export_root)],
+        stdin=subprocess.DEVNULL, env=env,
+    )
+    _BACKGROUND[final] = proc
+    if len(_BACKGROUND) == 1:
+        atexit.register(_stop_background)
+    return True
+
+
+def _wait_background(final: Path) -> None:
+    proc = _BACKGROUND.pop(final, None)
+    if proc is not None:
+        proc.wait()
+
+
+def _stop_background() -> None:
+    while _BACKGROUND:
+        _, proc = _BACKGROUND.popitem()
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
 def ensure_export(
     model_dir: Path, identity: str, export_root: Path, exporter: Callable[[Path, Path], None]
 ) -> Path:
     """The IR directory for ``identity``, exporting it first if missing (atomically)."""
-    final = export_root / f"{identity[:24]}-{EXPORT_FORMAT}"
+    final = export_dir(identity, export_root)
+    _wait_background(final)
     if (final / "model.xml").is_file():
         return final
     if final.exists():  # an unusable leftover (not written by this code, which renames)
@@ -293,3 +376,22 @@ def progress(total: int, desc: str, threshold: int = 256) -> Any:
     except ImportError:
         return None
     return tqdm(total=total, desc=desc, unit="text", dynamic_ncols=True, mininterval=1.0)
+
+
+def _main(argv: list[str]) -> int:
+    """``python -m smartvector.openvino_backend MODEL_DIR IDENTITY EXPORT_ROOT``: the child
+    process of :func:`start_export`. Quiet on failure (exit 1): the parent converts again
+    in-process and reports the error."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup (finally)
+    model_dir, identity, export_root = Path(argv[0]), argv[1], Path(argv[2])
+    try:
+        ensure_export(model_dir, identity, export_root, export)
+    except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the parent says it
+        return 130
+    except Exception:  # noqa: BLE001 - the parent retries and reports
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -5,7 +5,9 @@ in time order, so it is rebuilt only when that prefix grows): time travel stays 
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +34,32 @@ class BM25Params:
             raise ValueError(f"b must be in [0, 1], got {self.b}")
 
 
+#: indexes built lately, by (k1, b, the indexed texts): the BM25 methods of one run (bm25,
+#: bm25_lifecycle, hybrid_rrf) replay the same ledger, so they build the same indexes
+_BUILT: OrderedDict[tuple, tuple[Any, set[str]]] = OrderedDict()
+_BUILT_MAX_ROWS = 200_000  # rows over all kept indexes (bounds the memory)
+
+
+def _build(texts: tuple[str, ...], k1: float, b: float) -> tuple[Any, set[str]]:
+    """A BM25 index of ``texts`` and its vocabulary (deterministic: shared when equal)."""
+    import bm25s
+
+    key = (k1, b, texts)
+    hit = _BUILT.get(key)
+    if hit is not None:
+        _BUILT.move_to_end(key)
+        return hit
+    tokens = bm25s.tokenize(list(texts), stopwords="en", show_progress=False)
+    bm25 = bm25s.BM25(k1=k1, b=b)
+    bm25.index(tokens, show_progress=False)
+    built = (bm25, set(tokens.vocab))
+    _BUILT[key] = built
+    rows = sum(len(k[2]) for k in _BUILT)
+    while rows > _BUILT_MAX_ROWS and len(_BUILT) > 1:
+        rows -= len(_BUILT.popitem(last=False)[0][2])
+    return built
+
+
 class BM25Index:
     """A BM25 index over the first ``n`` rows of a ledger, rebuilt when ``n`` changes."""
 
@@ -49,10 +77,7 @@ class BM25Index:
         if n == 0:
             return np.empty(0)
         if n != self._n:
-            tokens = bm25s.tokenize(self.ledger.texts[:n], stopwords="en", show_progress=False)
-            self._bm25 = bm25s.BM25(k1=self.k1, b=self.b)
-            self._bm25.index(tokens, show_progress=False)
-            self._vocab = set(tokens.vocab)
+            self._bm25, self._vocab = _build(tuple(self.ledger.texts[:n]), self.k1, self.b)
             self._n = n
         q = [w for w in bm25s.tokenize([text], stopwords="en", return_ids=False,
                                        show_progress=False)[0] if w in self._vocab]

@@ -1,0 +1,141 @@
+"""Start-up and shutdown costs of the main job (issue 15): the background OpenVINO
+conversion, the fast exit, batched MLflow logging and shared BM25 indexes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from experiments.retrievers import bm25
+from experiments.retrievers.ledger import ChunkLedger
+from smartvector import openvino_backend
+from smartvector.embedders import CachedEmbedder, HashingEmbedder
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_ensure_export_waits_for_the_background_conversion(tmp_path: Path) -> None:
+    identity = "cd" * 32
+    final = openvino_backend.export_dir(identity, tmp_path)
+    script = textwrap.dedent(f"""
+        import os, time
+        time.sleep(0.5)
+        os.makedirs({str(final)!r} + ".tmp")
+        open(os.path.join({str(final)!r} + ".tmp", "model.xml"), "w").write("<xml/>")
+        os.rename({str(final)!r} + ".tmp", {str(final)!r})
+    """)
+    openvino_backend._BACKGROUND[final] = subprocess.Popen([sys.executable, "-c", script])
+
+    def never(model_dir: Path, dest: Path) -> None:
+        raise AssertionError("converted again although the background conversion succeeded")
+
+    assert openvino_backend.ensure_export(tmp_path, identity, tmp_path, never) == final
+    assert final not in openvino_backend._BACKGROUND
+    # the IR exists now: nothing to start
+    assert not openvino_backend.start_export(tmp_path, identity, tmp_path)
+
+
+def test_a_failed_background_conversion_is_redone_in_process(tmp_path: Path) -> None:
+    identity = "ef" * 32
+    final = openvino_backend.export_dir(identity, tmp_path)
+    openvino_backend._BACKGROUND[final] = subprocess.Popen(
+        [sys.executable, "-c", "raise SystemExit(1)"])
+    calls = []
+
+    def fake(model_dir: Path, dest: Path) -> None:
+        calls.append(dest)
+        (dest / "model.xml").write_text("<xml/>")
+
+    assert openvino_backend.ensure_export(tmp_path, identity, tmp_path, fake) == final
+    assert len(calls) == 1 and (final / "model.xml").is_file()
+
+
+def test_the_conversion_child_is_quiet_on_failure(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "smartvector.openvino_backend", str(tmp_path / "no-model"),
+         "ab" * 32, str(tmp_path / "exports")],
+        capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 1
+    assert "Traceback" not in out.stderr
+    assert not any((tmp_path / "exports").glob("*/model.xml"))
+
+
+def test_cache_knows_whether_it_holds_the_model(tmp_path: Path) -> None:
+    cache = CachedEmbedder(HashingEmbedder(), tmp_path / "c.sqlite")
+    assert not cache.holds_any()
+    cache.encode(["one text"])
+    assert cache.holds_any()
+    assert not CachedEmbedder(HashingEmbedder(seed=1), tmp_path / "c.sqlite").holds_any()
+
+
+def test_exit_now_flushes_runs_atexit_and_stops_thread_pools(tmp_path: Path) -> None:
+    marker = tmp_path / "atexit.txt"
+    script = textwrap.dedent(f"""
+        import atexit, sys
+        from concurrent.futures import ThreadPoolExecutor
+        from experiments.run import exit_now
+        pool = ThreadPoolExecutor(2)
+        assert pool.submit(lambda: 41 + 1).result() == 42
+        atexit.register(lambda: open({str(marker)!r}, "w").write("ran"))
+        print("buffered stdout", end="")
+        sys.stderr.write("buffered stderr")
+        exit_now(0)
+        print("never")
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "buffered stdout" and out.stderr.endswith("buffered stderr")
+    assert marker.read_text() == "ran"
+
+
+def _ledger(texts: list[str]) -> ChunkLedger:
+    led = ChunkLedger()
+    led.texts.extend(texts)
+    return led
+
+
+def test_bm25_indexes_are_shared_between_equal_ledgers() -> None:
+    texts = ["passwords rotate every ninety days", "the cafeteria opens at eight",
+             "remote work two days a week", "passwords must be long"]
+    a = bm25.BM25Index(_ledger(texts), 1.5, 0.75)
+    b = bm25.BM25Index(_ledger(list(texts)), 1.5, 0.75)
+    other = bm25.BM25Index(_ledger(texts), 1.2, 0.75)
+    for n in (2, 4):
+        sa, sb = a.scores("how long are passwords", n), b.scores("how long are passwords", n)
+        assert np.array_equal(sa, sb) and a._bm25 is b._bm25
+    other.scores("how long are passwords", 4)
+    assert other._bm25 is not a._bm25
+
+
+def test_bm25_shared_indexes_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bm25, "_BUILT_MAX_ROWS", 5)
+    monkeypatch.setattr(bm25, "_BUILT", type(bm25._BUILT)())
+    for i in range(6):
+        bm25._build((f"text {i}", f"more {i}"), 1.5, 0.75)
+    assert sum(len(k[2]) for k in bm25._BUILT) <= 5
+
+
+def test_tracker_batches_params_and_metrics(tmp_path: Path) -> None:
+    from experiments.tracking import Tracker
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri, "startup", tmp_path / "artifacts")
+    params = {f"p{i:03d}": i for i in range(230)}
+    metrics = {f"m{i:04d}": float(i) / 7 for i in range(1200)}
+    with tracker.run("batched", {"kind": "test"}) as run:
+        tracker.log_batch(params, metrics)
+    with tracker.run("nested-parent", {}):
+        with tracker.run("child", {"x": "1"}, nested=True) as child:
+            tracker.log_batch({"only": "params"})
+    got = tracker.client.get_run(run.info.run_id).data
+    assert got.params == {k: str(v) for k, v in params.items()}
+    assert got.metrics == metrics
+    assert got.tags["kind"] == "test" and "mlflow.source.name" in got.tags
+    data = tracker.client.get_run(child.info.run_id).data
+    assert data.params == {"only": "params"} and data.tags["x"] == "1"
