@@ -13,7 +13,11 @@ batched neighbour search), with no consolidation in between. Then, timed:
 * ``next pass`` (day 421): nothing new, every vector is active, so the pass checks dormancy
   (live confidence) over all of them, and archives.
 
-``full`` is their sum: every vector went through every step once. Sizes below 10^6 are built
+``full`` is their sum: every vector went through every step once. With ``--bounded-ef`` (default
+21, the smallest ef that returns the k = 21 neighbours asked for) the same two passes are also
+timed on a copy of the store made before them, with the neighbour search bounded to that ef
+(``ConsolidationParams.search_ef``; the default keeps the index's ef_search 64), with the share
+of the default's contradiction pairs it also finds. Sizes below 10^6 are built
 and consolidated three times and the run with the median full time is reported (their short
 passes are the most sensitive to load from other processes). The exponent of a log-log fit
 of time against size says how it grows (1 = linear). The reference proof-of-concept compares
@@ -23,6 +27,8 @@ all pairs with difflib; it is timed in a subprocess at small sizes and extrapola
 from __future__ import annotations
 
 import argparse
+import pickle
+import re
 import time
 
 from smartvector.timeutil import DAY
@@ -30,17 +36,12 @@ from smartvector.timeutil import DAY
 from .common import loglog_fit, machine, poc_vectors, rss_bytes, run_poc, sizes_arg, write_result
 from .workload import T0, ingest, make_corpus, new_store
 
+_PAIR = re.compile(r"contradiction (\S+) ~ (\S+) ")
 
-def bench_size(n: int, args, log) -> dict:
-    out: dict = {"n_target": n}
-    corpus = make_corpus(n, seed=args.seed)
-    store = new_store(threads=args.threads)
-    t = time.perf_counter()
-    ingest(corpus, store)
-    out["ingest_s"] = round(time.perf_counter() - t, 2)
-    out["n"] = len(store)
-    log(f"  ingested {len(store):,} vectors in {out['ingest_s']} s")
-    # time the index work inside the pass
+
+def timed_passes(store, log, label: str = "") -> tuple[dict, set]:
+    """The initial and next passes on ``store``, timed, with the index's search and vector
+    reads timed inside them; returns the passes and the initial pass's contradiction pairs."""
     spent = {"search": 0.0, "get_vectors": 0.0}
     index = store.index
     for name in spent:
@@ -54,26 +55,60 @@ def bench_size(n: int, args, log) -> dict:
                 spent[_name] += time.perf_counter() - t0
         setattr(index, name, timed)
     passes = {}
-    for label, day in (("initial", 361.0), ("next", 421.0)):
+    pairs: set = set()
+    for which, day in (("initial", 361.0), ("next", 421.0)):
         for k in spent:
             spent[k] = 0.0
         rss0 = rss_bytes()
         t = time.perf_counter()
         rep = store.consolidate(T0 + day * DAY)
         dt = time.perf_counter() - t
-        passes[label] = {
+        if which == "initial":
+            pairs = {frozenset(m.groups()) for m in map(_PAIR.match, rep.details)}
+        passes[which] = {
             "seconds": round(dt, 3), "index_search_s": round(spent["search"], 3),
             "index_get_vectors_s": round(spent["get_vectors"], 3),
             "rss_growth_mib": round((rss_bytes() - rss0) / 2**20, 1),
             "report": {k: getattr(rep, k) for k in ("checked", "dormant", "contradictions",
                                                      "dependency_edges", "ripples", "archived",
                                                      "promoted")}}
-        log(f"  {label} pass at day {day:.0f}: {dt:.2f} s (index search {spent['search']:.2f} s)"
-            f" {passes[label]['report']}")
+        log(f"  {label}{which} pass at day {day:.0f}: {dt:.2f} s (index search "
+            f"{spent['search']:.2f} s) {passes[which]['report']}")
     for name in spent:
         delattr(index, name)
-    out["passes"] = passes
-    out["full_s"] = round(sum(p["seconds"] for p in passes.values()), 3)
+    return passes, pairs
+
+
+def bench_size(n: int, args, log) -> dict:
+    out: dict = {"n_target": n}
+    corpus = make_corpus(n, seed=args.seed)
+    store = new_store(threads=args.threads)
+    t = time.perf_counter()
+    ingest(corpus, store)
+    out["ingest_s"] = round(time.perf_counter() - t, 2)
+    out["n"] = len(store)
+    log(f"  ingested {len(store):,} vectors in {out['ingest_s']} s")
+    # the bounded setting runs on a copy of the same store (the build is not deterministic
+    # with 2 threads), made before the default passes change it
+    copy = pickle.dumps(store, protocol=5) if args.bounded_ef else None
+    out["passes"], pairs = timed_passes(store, log)
+    out["full_s"] = round(sum(p["seconds"] for p in out["passes"].values()), 3)
+    if copy is not None:
+        del store
+        store = pickle.loads(copy)
+        del copy
+        # the only index search of a pass is the neighbour search: this bounds exactly what
+        # ConsolidationParams.search_ef bounds
+        store.index.ef_search = args.bounded_ef
+        passes, bounded = timed_passes(store, log, f"ef {args.bounded_ef}: ")
+        out["bounded"] = {
+            "search_ef": args.bounded_ef, "passes": passes,
+            "full_s": round(sum(p["seconds"] for p in passes.values()), 3),
+            "default_pairs_found": round(len(pairs & bounded) / max(len(pairs), 1), 4),
+            "pairs_not_in_default": len(bounded - pairs)}
+        log(f"  ef {args.bounded_ef}: full {out['bounded']['full_s']:.2f} s, finds "
+            f"{out['bounded']['default_pairs_found']:.2%} of the default's contradiction "
+            f"pairs, and {out['bounded']['pairs_not_in_default']} others")
     return out
 
 
@@ -96,6 +131,10 @@ def main(argv=None) -> dict:
     ap.add_argument("--repeats", type=int, default=3,
                     help="builds and passes per size below --repeat-below (median reported)")
     ap.add_argument("--repeat-below", type=lambda x: int(float(x)), default=1_000_000)
+    ap.add_argument("--bounded-ef", type=int, default=21,
+                    help="also time the passes with the neighbour search bounded to this "
+                         "hnswlib ef (ConsolidationParams.search_ef) on a copy of each store, "
+                         "with the share of the default's contradictions found (0: skip)")
     ap.add_argument("--poc-sizes", type=sizes_arg, default=sizes_arg("250,500,1000,2000"))
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
@@ -103,7 +142,8 @@ def main(argv=None) -> dict:
     t_start = time.perf_counter()
     res: dict = {"benchmark": "consolidation", "machine": machine(),
                  "params": {"M": 16, "ef_construction": 200, "ef_search": 64,
-                            "threads": args.threads, "neighbours": 10, "seed": args.seed},
+                            "threads": args.threads, "neighbours": 10, "seed": args.seed,
+                            "bounded_ef": args.bounded_ef},
                  "sizes": {}}
     for n in args.sizes:
         log(f"size {n:,}")
@@ -119,7 +159,12 @@ def main(argv=None) -> dict:
                           ("initial_index_search", lambda r: r["passes"]["initial"][
                               "index_search_s"]),
                           ("initial_without_index_search", lambda r: r["passes"]["initial"][
-                              "seconds"] - r["passes"]["initial"]["index_search_s"])):
+                              "seconds"] - r["passes"]["initial"]["index_search_s"]),
+                          ("bounded_initial", lambda r: r["bounded"]["passes"]["initial"][
+                              "seconds"]),
+                          ("bounded_full", lambda r: r["bounded"]["full_s"])):
+            if what.startswith("bounded") and not args.bounded_ef:
+                continue
             b, a = loglog_fit([r["n"] for r in rows], [get(r) for r in rows])
             fits[what] = {"exponent": round(b, 3), "coef_s": a}
         res["fit"] = fits

@@ -145,8 +145,15 @@ class ConsolidationParams:
     archive_after_days: float = 30.0
     resolution: str = "majority"
     authority_margin: float = 0.3
+    #: hnswlib ef of the neighbour search (None: the index's ef_search); lower is faster and
+    #: may miss neighbours, hence contradictions (benchmarks/bench_consolidation.py)
+    search_ef: int | None = None
 
     def __post_init__(self) -> None:
+        _check(self.search_ef is None or (isinstance(self.search_ef, int)
+                                          and not isinstance(self.search_ef, bool)
+                                          and self.search_ef >= 1),
+               "consolidation.search_ef", self.search_ef, "None or an int >= 1")
         _check(isinstance(self.neighbours, int) and self.neighbours >= 1,
                "consolidation.neighbours", self.neighbours, "an int >= 1")
         for name in ("contradiction_similarity", "dependency_similarity"):

@@ -9,6 +9,11 @@ feedback balance (a tie in one criterion abstains; a tied vote goes to authority
 recency). The loser takes ``contradiction_penalty`` and sends a ripple; both get a
 ``contradicts`` edge. The reference proof-of-concept only logs the preferred side; acting on
 it is this library's reading of "resolve".
+
+The neighbour search of the new vectors is one batched index search, made in an order that
+keeps similar queries together (faster, same results). ``ConsolidationParams.search_ef``, when
+set, bounds it: the index's ``ef_search`` for this search only (lower: faster, and it may miss
+some neighbours, hence some contradictions); None (the default) keeps the index's own.
 """
 
 from __future__ import annotations
@@ -21,6 +26,10 @@ import numpy as np
 
 from .timeutil import DAY
 from .vector import ConsolidationReport, Event
+
+_ORDER_MIN = 50_000  # fewer new vectors are searched in row order (ordering would not pay)
+_SEARCH_BLOCK = 32768  # queries per index search (and rows per pivot product)
+_PIVOTS = 64  # pivots per level of the search's locality order
 
 
 class Consolidatable(Protocol):
@@ -48,15 +57,16 @@ class Consolidatable(Protocol):
     def propagate(self, row: int, at: float) -> int: ...
     def refresh_edge_counts(self, rows: Any, t: float) -> None: ...
 
-_QUANTITY = re.compile(r"(?<![\w.])(\$?\d+(?:[.,]\d+)*)\s*(%|[a-z]+)?", re.IGNORECASE)
-_DIGIT = re.compile(r"\d")
+#: a number (optionally "$"-prefixed, not preceded by a word character or ".") and its unit:
+#: ``(?<![\w.])(\$?\d+(?:[.,]\d+)*)\s*(%|[a-z]+)?``, spelt so that it starts with a character
+#: class (the engine then skips to the next "$" or digit instead of trying every position)
+_QUANTITY = re.compile(r"([$\d](?<=(?<![\w.])[$\d])(?<=[^$]|\$(?=\d))\d*(?:[.,]\d+)*)\s*"
+                       r"(%|[a-z]+)?", re.IGNORECASE)
 
 
 @lru_cache(maxsize=65536)
 def claims(text: str) -> frozenset[str]:
     """The quantities a text states, normalised: ``"90 days"`` -> ``"90 day"``."""
-    if not _DIGIT.search(text):  # no digit, no quantity (and a fast scan)
-        return frozenset()
     out = set()
     for num, unit in _QUANTITY.findall(text):
         num = num.replace(",", "")
@@ -117,11 +127,176 @@ def resolve(store: Consolidatable, a: int, b: int) -> tuple[int, int, str]:
     return winner, loser, ", ".join(reasons) or "tie"
 
 
-def _log_all(store: Consolidatable, rows: np.ndarray, t: float, kind: str) -> None:
-    """``store.log(r, t, kind)`` for every row, sharing one (immutable) event object."""
-    ev = Event(t, kind)
+def _resolve_many(store: Consolidatable, a: np.ndarray, b: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """:func:`resolve` of every pair ``(a[i], b[i])`` at once: (winners, losers, reasons)."""
+    c = store.columns
+    params = store.config.consolidation
+    ids = store.ids
+    ca, cb = c["created_at"][a], c["created_at"][b]
+    aa, ab = c["authority"][a], c["authority"][b]
+    if params.resolution == "authority_margin":
+        da = aa - ab
+        by_authority = (np.abs(da) >= params.authority_margin) & (da != 0)
+        by_recency = ~by_authority & (ca != cb)
+        a_wins = np.where(by_authority, da > 0, np.where(by_recency, ca > cb, a < b))
+        winner = np.where(a_wins, a, b)
+        why = [f"authority:{ids[w]}" if au else f"recency:{ids[w]}" if rec else "tie"
+               for w, au, rec in zip(winner.tolist(), by_authority.tolist(),
+                                     by_recency.tolist(), strict=True)]
+        return winner, np.where(a_wins, b, a), why
+    votes = np.zeros(len(a), np.int64)  # votes for a minus votes for b
+    reasons = []  # per criterion: its name and the row it votes for (-1: tie, abstains)
+    for name, va, vb in (
+        ("recency", ca, cb),
+        ("authority", aa, ab),
+        ("feedback", c["positive"][a] - c["negative"][a], c["positive"][b] - c["negative"][b]),
+    ):
+        voted = va != vb
+        for_a = voted & (va > vb)
+        votes += for_a.astype(np.int64) - (voted & ~for_a)
+        reasons.append((name, np.where(voted, np.where(for_a, a, b), -1).tolist()))
+    a_wins = np.where(votes != 0, votes > 0,
+                      np.where(aa != ab, aa > ab, np.where(ca != cb, ca > cb, a < b)))
+    why = [", ".join(f"{name}:{ids[w]}" for (name, _), w in zip(reasons, ws, strict=True)
+                     if w >= 0) or "tie"
+           for ws in zip(*(r for _, r in reasons), strict=True)]
+    return np.where(a_wins, a, b), np.where(a_wins, b, a), why
+
+
+def _spaced(n: int, m: int) -> np.ndarray:
+    """``min(n, m)`` evenly spaced indices into ``range(n)``."""
+    return np.unique(np.linspace(0, n - 1, min(n, m)).astype(np.int64))
+
+
+def _nearest(vectors: np.ndarray, rows: np.ndarray, pivots: np.ndarray) -> np.ndarray:
+    """For each of ``rows`` (of ``vectors``), the index of its most similar of ``pivots``."""
+    p = vectors[pivots].T
+    return np.concatenate([np.argmax(vectors[rows[s:s + _SEARCH_BLOCK]] @ p, axis=1)
+                           for s in range(0, len(rows), _SEARCH_BLOCK)])
+
+
+def _locality_order(vectors: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """A permutation of ``range(len(rows))`` that puts similar vectors next to each other:
+    grouped by the most similar of ``_PIVOTS`` evenly spaced pivots, each group by the most
+    similar of ``_PIVOTS`` of its own evenly spaced members. Index searches made in this order
+    walk mostly the same part of the graph one after another, which then stays in the CPU
+    caches; no search's result changes."""
+    top = _nearest(vectors, rows, rows[_spaced(len(rows), _PIVOTS)])
+    sub = np.empty(len(rows), np.int64)
+    by_top = np.argsort(top, kind="stable")
+    for group in np.split(by_top, np.flatnonzero(np.diff(top[by_top])) + 1):
+        sub[group] = _nearest(vectors, rows[group], rows[group[_spaced(len(group), _PIVOTS)]])
+    return np.lexsort((sub, top))
+
+
+def _search(index: Any, vectors: np.ndarray, rows: np.ndarray, k: int, ef: int | None
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """``index.search(vectors[rows], k)``, row for row the same.
+
+    An HNSW index (one with an ``ef_search``) answers each query on its own, so from
+    ``_ORDER_MIN`` queries up it is searched in blocks of ``_SEARCH_BLOCK`` queries in
+    :func:`_locality_order`; other indexes are searched in one batch (the exact index's
+    matrix products may round differently in batches of another shape). ``ef`` (when not
+    None) replaces an HNSW index's ``ef_search`` during the search: a lower one is faster
+    and may miss neighbours."""
+    saved = getattr(index, "ef_search", None)
+    if saved is None:
+        return index.search(vectors[rows], k)
+    order = (_locality_order(vectors, rows) if len(rows) >= _ORDER_MIN
+             else np.arange(len(rows)))
+    if ef is not None:
+        index.ef_search = ef
+    try:
+        found = [index.search(vectors[rows[order[s:s + _SEARCH_BLOCK]]], k)
+                 for s in range(0, len(rows), _SEARCH_BLOCK)]
+    finally:
+        index.ef_search = saved
+    where = np.empty(len(rows), np.int64)
+    where[order] = np.arange(len(rows))
+    return (np.concatenate([f[0] for f in found])[where],
+            np.concatenate([f[1] for f in found])[where])
+
+
+def _contradictions(store: Consolidatable, t: float, new_live: np.ndarray, vectors: np.ndarray,
+                    rows: np.ndarray, live: np.ndarray, report: ConsolidationReport
+                    ) -> list[int]:
+    """Step 2 of :func:`consolidate`: find and resolve the contradictions between the new
+    vectors ``new_live`` (``vectors[rows]``) and their index neighbours; returns the losers,
+    in the order they lost.
+
+    Every test but the last is vectorised over all candidate pairs (each new vector's first
+    ``neighbours`` live neighbours, itself excluded, similar enough, in row order then
+    similarity order): another document, both texts state quantities and none agree, the
+    pair not linked before nor met earlier in this pass; claims are compared as integer codes
+    where each side states one quantity. The pairs left are resolved at once, then linked,
+    penalised and reported one by one, in that order."""
+    params = store.config.consolidation
+    c = store.columns
+    k = min(2 * params.neighbours + 1, len(store.index))
+    labels, sims = _search(store.index, vectors, rows, k, params.search_ef)
+    # over-fetched so that deprecated or future neighbours do not crowd out live ones
+    ok = live[labels] & (labels != new_live[:, None])
+    ok &= np.cumsum(ok, axis=1) <= params.neighbours
+    ok &= sims.astype(np.float64) >= params.contradiction_similarity
+    ia, jb = np.nonzero(ok)
+    a, b, s = new_live[ia], labels[ia, jb], sims[ia, jb]
+    doc_of = np.array(store.doc_of, dtype=object)
+    other = doc_of[a] != doc_of[b]
+    a, b, s = a[other], b[other], s[other]
+    # claims of every row involved, coded: -1 none, -2 several, else the id of its one claim
+    seen = np.unique(np.concatenate([a, b]))
+    stated = [claims(store.texts[r]) for r in seen.tolist()]
+    ids: dict[str, int] = {}
+    code = np.array([-1 if not q else -2 if len(q) > 1 else ids.setdefault(next(iter(q)),
+                                                                           len(ids))
+                     for q in stated], dtype=np.int64)
+    at_row = np.empty(len(store), np.int64)  # row -> its index in seen
+    at_row[seen] = np.arange(len(seen))
+    pa, pb = at_row[a], at_row[b]
+    qa, qb = code[pa], code[pb]
+    differ = (qa >= 0) & (qb >= 0) & (qa != qb)
+    several = np.flatnonzero(((qa == -2) & (qb != -1)) | ((qb == -2) & (qa != -1)))
+    differ[several] = [stated[i].isdisjoint(stated[j])
+                       for i, j in zip(pa[several].tolist(), pb[several].tolist(), strict=True)]
+    a, b, s = a[differ], b[differ], s[differ]
+    has = store.graph.has
+    fresh = np.flatnonzero([not has("contradicts", x, y)
+                            for x, y in zip(a.tolist(), b.tolist(), strict=True)])
+    # a pair met twice (each is a neighbour of the other) is resolved at its first meeting
+    pair = np.minimum(a[fresh], b[fresh]) * len(store) + np.maximum(a[fresh], b[fresh])
+    first = np.sort(fresh[np.unique(pair, return_index=True)[1]])
+    a, b, s = a[first], b[first], s[first]
+    winner, loser, why = _resolve_many(store, a, b)
+    np.minimum.at(c["lost_at"], loser, t)
+    link, penalise, ids_of = store.graph.link_contradicts, store.penalise, store.ids
+    amount, details = params.contradiction_penalty, report.details
+    for x, y, sim, w, lo, reason in zip(a.tolist(), b.tolist(), s.tolist(), winner.tolist(),
+                                        loser.tolist(), why, strict=True):
+        link(x, y, t)
+        penalise(lo, amount, t, "contradiction", f"lost to {ids_of[w]} ({reason})")
+        details.append(f"contradiction {ids_of[x]} ~ {ids_of[y]} (cos {sim:.2f}): "
+                       f"kept {ids_of[w]} ({reason})")
+    report.contradictions += len(a)
+    return loser.tolist()
+
+
+def _log_all(store: Consolidatable, rows: np.ndarray, t: float, kind: str,
+             details: list[str] | None = None) -> None:
+    """``store.log(r, t, kind, detail=details[i])`` for every row ``r = rows[i]`` (no detail
+    if ``details`` is None), rows with the same detail sharing one (immutable) event object.
+    Only for kinds that change no count (the store's log does nothing more for them)."""
     events = store.events
-    for r in rows.tolist():
+    if details is None:
+        ev = Event(t, kind)
+        for r in rows.tolist():
+            events.setdefault(r, []).append(ev)
+        return
+    shared: dict[str, Event] = {}
+    for r, d in zip(rows.tolist(), details, strict=True):
+        ev = shared.get(d)
+        if ev is None:
+            ev = shared[d] = Event(t, kind, 0.0, d)
         events.setdefault(r, []).append(ev)
 
 
@@ -129,8 +304,9 @@ def consolidate(store: Consolidatable, t: float) -> ConsolidationReport:
     """One consolidation pass at time ``t`` (see the module docstring).
 
     Vectorised over rows where the outcome does not depend on order (masks, column updates,
-    one batched index search); Python loops remain only over contradiction candidates that
-    pass the similarity test and over the rows whose events carry their own details.
+    the batched index search, the tests of contradiction candidates and their resolution);
+    Python loops remain over the contradictions found (edges, penalties, details), the
+    dependency rows, the ripple sources that have dependents, and event logging.
     """
     report = ConsolidationReport(at=t)
     n = len(store)
@@ -148,21 +324,22 @@ def consolidate(store: Consolidatable, t: float) -> ConsolidationReport:
         conf = store.confidence_at(active, t)
         low = store.engine.is_dormant(conf)
         c["dormant_at"][active[low]] = t
-        for r, cf in zip(active[low].tolist(), conf[low].tolist(), strict=True):
-            store.log(r, t, "dormant", detail=f"confidence {cf:.3f} below threshold")
+        _log_all(store, active[low], t, "dormant",
+                 [f"confidence {cf:.3f} below threshold" for cf in conf[low].tolist()])
         report.dormant += int(np.count_nonzero(low))
 
     new = np.flatnonzero(exists & np.isinf(c["consolidated_at"]))
     new_live = new[live[new]]
     touched: set[int] = set()
-    ripple_sources: list[int] = []
 
     # the dependency step's documents (step 3), planned now so that the vectors of both
-    # steps are read from the index at once (a bulk read copies the whole index)
+    # steps are read from the index at once (a bulk read copies the whole index); a pair of
+    # documents whose live rows are all linked to the target already needs no vectors
     new_docs = {store.doc_of[r] for r in new.tolist()}
     affected = [d for d, s in store.docs.items()
                 if s.depends_on and (d in new_docs or new_docs.intersection(s.depends_on))]
     plan: list[tuple[list[int], list[int]]] = []  # (live rows, live rows of one target)
+    linked = store.graph.neighbours
     for d in sorted(affected):
         doc = store.docs[d]
         rows = [r for r in doc.rows if live[r]]
@@ -171,55 +348,24 @@ def consolidate(store: Consolidatable, t: float) -> ConsolidationReport:
             if tdoc is None or not rows:
                 continue
             trows = [r for r in tdoc.rows if live[r]]
-            if trows:
+            tset = set(trows)
+            if any(tset.isdisjoint(linked("depends_on", r)) for r in rows):
                 plan.append((rows, trows))
     need = np.union1d(new_live, np.array([r for rows, trows in plan for r in rows + trows],
                                          dtype=np.int64))
     vectors = store.index.get_vectors(need)
 
     # 2. contradictions among index neighbours of the new vectors
-    if len(new_live):
-        # over-fetch so that deprecated or future neighbours do not crowd out live ones
-        k = min(2 * params.neighbours + 1, len(store.index))
-        labels, sims = store.index.search(vectors[np.searchsorted(need, new_live)], k)
-        # each new vector's first `neighbours` live neighbours (itself excluded) that are
-        # similar enough, in row order then similarity order, as the pairs are resolved
-        ok = live[labels] & (labels != new_live[:, None])
-        ok &= np.cumsum(ok, axis=1) <= params.neighbours
-        ok &= sims.astype(np.float64) >= params.contradiction_similarity
-        ia, jb = np.nonzero(ok)
-        doc_of, texts = store.doc_of, store.texts
-        claims_of: dict[int, frozenset[str]] = {}
-        for a, b, s in zip(new_live[ia].tolist(), labels[ia, jb].tolist(),
-                           sims[ia, jb].tolist(), strict=True):
-            if doc_of[a] == doc_of[b]:
-                continue
-            ca = claims_of.get(a)
-            if ca is None:
-                ca = claims_of[a] = claims(texts[a])
-            cb = claims_of.get(b)
-            if cb is None:
-                cb = claims_of[b] = claims(texts[b])
-            if not ca or not cb or ca & cb or store.graph.has("contradicts", a, b):
-                continue
-            winner, loser, why = resolve(store, a, b)
-            c["lost_at"][loser] = min(c["lost_at"][loser], t)
-            store.graph.link_contradicts(a, b, t)
-            store.penalise(loser, params.contradiction_penalty, t, "contradiction",
-                           f"lost to {store.ids[winner]} ({why})")
-            ripple_sources.append(loser)
-            report.contradictions += 1
-            report.details.append(
-                f"contradiction {store.ids[a]} ~ {store.ids[b]} (cos {s:.2f}): "
-                f"kept {store.ids[winner]} ({why})")
+    ripple_sources = (_contradictions(store, t, new_live, vectors,
+                                      np.searchsorted(need, new_live), live, report)
+                      if len(new_live) else [])
 
     # 3. dependency edges from document metadata, to the closest live chunk of each target
     for rows, trows in plan:
         sims = (vectors[np.searchsorted(need, rows)]
                 @ vectors[np.searchsorted(need, trows)].T)
         for i, r in enumerate(rows):
-            linked = set(store.graph.neighbours("depends_on", r))
-            if linked.intersection(trows):
+            if set(linked("depends_on", r)).intersection(trows):
                 continue
             j = int(np.argmax(sims[i]))
             if sims[i, j] >= params.dependency_similarity:
@@ -229,10 +375,13 @@ def consolidate(store: Consolidatable, t: float) -> ConsolidationReport:
     store.refresh_edge_counts(touched, t)
 
     # 4. ripples from replacements made since the last pass, and from contradiction losers
-    due = [r for r in store.pending_ripple if c["created_at"][r] <= t]
-    store.pending_ripple = [r for r in store.pending_ripple if not c["created_at"][r] <= t]
-    for src in due + ripple_sources:
-        report.ripples += store.propagate(src, t)
+    pending = np.array(store.pending_ripple, dtype=np.int64)
+    is_due = c["created_at"][pending] <= t
+    store.pending_ripple = pending[~is_due].tolist()
+    sends = store.graph.has_any
+    for src in pending[is_due].tolist() + ripple_sources:
+        if sends("depended_by", src):  # a ripple goes along depended_by edges only
+            report.ripples += store.propagate(src, t)
 
     # 5. archival of vectors deprecated long enough ago
     old = np.flatnonzero((c["superseded_at"] + params.archive_after_days * DAY <= t)

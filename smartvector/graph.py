@@ -52,6 +52,10 @@ class EdgeGraph:
                 return True
         return False
 
+    def has_any(self, kind: str, row: int) -> bool:
+        """Whether ``row`` has any ``kind`` edge (made at any time)."""
+        return bool(self._adj[kind].get(row))
+
     def last_time(self, row: int) -> float:
         """Time of the latest edge of any kind from ``row`` (``-inf`` if it has none)."""
         return max((t for adj in self._adj.values() for _, t in adj.get(row, ())),

@@ -1,0 +1,93 @@
+"""Harness timings: the main job cold and warm, the site-policy corpus cold, and the whole
+paper reproduction cold and warm.
+
+    python -m benchmarks.bench_harness [--only main,site_policy,paper]
+
+Each part runs its commands, as a user would type them, in a fresh scratch directory that
+holds only a link to ``datasets/``: no embedding cache, no converted model, no MLflow store
+and no outputs ("cold"); then again in the same directory ("warm"). The numba kernels'
+compiled cache (beside ``smartvector/kernels.py``) is kept: it is built once per install.
+
+* ``main``: ``python -m experiments.run`` cold; again with ``mlflow.skip_finished=false``
+  (warm caches, a new run); again as is (already in MLflow: skipped).
+* ``site_policy``: ``python -m experiments.run +experiment=real_site_policy`` cold (embeds
+  the corpus's 12,678 chunk texts with all-MiniLM-L6-v2, then replays every method).
+* ``paper``: ``python -m experiments.paper`` cold (every study, two jobs at a time), then
+  again (every configuration already finished: skipped).
+
+Writes ``results/benchmarks/harness.json``; the last line printed gives every wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .common import RESULTS, ROOT, machine, write_result
+
+PARTS = {
+    "main": [("cold", ["-m", "experiments.run"]),
+             ("warm", ["-m", "experiments.run", "mlflow.skip_finished=false"]),
+             ("skipped", ["-m", "experiments.run"])],
+    "site_policy": [("cold", ["-m", "experiments.run", "+experiment=real_site_policy"])],
+    "paper": [("cold", ["-m", "experiments.paper"]),
+              ("warm", ["-m", "experiments.paper"])],
+}
+
+
+def run_part(name: str, log) -> dict:
+    out: dict = {}
+    with tempfile.TemporaryDirectory(prefix=f"bench_harness_{name}_") as tmp:
+        (Path(tmp) / "datasets").symlink_to(ROOT / "datasets")
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+        for label, args in PARTS[name]:
+            load0 = os.getloadavg()[0]
+            t = time.perf_counter()
+            proc = subprocess.run([sys.executable, *args], cwd=tmp, env=env,
+                                  capture_output=True, text=True, check=False)
+            wall = time.perf_counter() - t
+            if proc.returncode != 0:
+                raise SystemExit(f"error: {name} {label} failed (exit {proc.returncode}):\n"
+                                 f"{proc.stderr[-2000:]}")
+            out[label] = {"command": "python " + " ".join(args), "wall_s": round(wall, 1),
+                          "load_avg_before": round(load0, 2),
+                          "load_avg_after": round(os.getloadavg()[0], 2)}
+            log(f"  {name} {label}: {wall:.1f} s (load {load0:.1f} -> "
+                f"{os.getloadavg()[0]:.1f})")
+    return out
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", default="main,site_policy,paper",
+                    help="comma-separated parts: main, site_policy, paper")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    parts = [p.strip() for p in args.only.split(",") if p.strip()]
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown:
+        ap.error(f"unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}")
+    path = Path(args.out) if args.out else RESULTS / "harness.json"
+    # parts not run now keep their earlier measurement (each records its own machine)
+    res = json.loads(path.read_text()) if path.exists() else {"benchmark": "harness",
+                                                              "parts": {}}
+    for name in parts:
+        print(f"{name}:", flush=True)
+        info = machine()
+        t0 = time.perf_counter()
+        res["parts"][name] = {"machine": info, **run_part(name, lambda s: print(s, flush=True))}
+        res["parts"][name]["wall_s"] = round(time.perf_counter() - t0, 1)
+    write_result("harness", res, str(path))
+    print("; ".join(f"{n} {lab} {p[lab]['wall_s']} s" for n, p in res["parts"].items()
+                    for lab, _ in PARTS[n] if lab in p))
+    return res
+
+
+if __name__ == "__main__":
+    main()
