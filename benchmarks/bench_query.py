@@ -17,11 +17,17 @@ turn, three rounds in rotated order after a warm-up round:
 
 * ``plain_top10``: ``hnswlib.Index.knn_query(q, k=10)`` on the store's own index with that
   ef: plain cosine RAG, which neither filters nor re-ranks (``plain_top10_ef64``: with ef 64);
-* ``plain_top100``: the same with k=100: the candidate pool SmartVector re-ranks;
-* ``smartvector``: the library's own search call, ``store.search(vector=q, at=..., k=10,
-  pool=100)``: the 100 nearest visible rows (over-fetched and filtered with numpy masks),
-  four signals, the ranked pool (accesses of the top 10 recorded for "now" queries);
-* ``sv_candidates``: ``store.candidates`` alone (ANN search plus visibility filter).
+* ``plain_top100``: the same with k=100;
+* ``sv_pool5``, ``sv_pool50``, ``sv_pool100``: the library's own search call,
+  ``store.search(vector=q, at=..., k=10, pool=P)``: the P nearest visible rows (over-fetched
+  and filtered), four signals, the ranked pool, accesses of the top 10 recorded for "now"
+  queries; P = 5 is SmartVector v2's pool, 50 the library's default, 100 ten times k;
+* ``sv_candidates``: ``store.candidates`` alone at pool 100 (ANN search plus visibility
+  filter).
+
+Then the batched call for offline evaluation, ``store.search_batch`` on blocks of 50 queries
+at their times (no accesses recorded), per query, against hnswlib's own batched top-10
+(``knn_query(Q, k=10)``) on the same blocks, both on one thread.
 
 Also reported: the overlap of SmartVector's final top 10 with the top 10 the same ranking
 gives on the exact pool (ranked by the library's ``store.rank``), the over-fetch behaviour, and
@@ -51,8 +57,10 @@ from .common import (
 from .workload import T0, build, make_corpus, queries, topic_name
 
 K = 10
-POOL = 100  # candidates SmartVector re-ranks (the library's default is 50; 100 = 10 x k here)
-POOL_SWEEP = (100, 50, 30, 20, 10)
+POOL = 100  # the pool of the recall and agreement checks and of the pool sweep's baseline
+POOLS_TIMED = (5, 50, 100)  # SmartVector v2's pool, the library's default, 10 x k
+POOL_SWEEP = (100, 50, 30, 20, 10, 5)
+BATCH = 50  # queries per search_batch call in the batched timing
 CONSOLIDATE_AT = (120.0, 240.0, 361.0)
 EF_GRID = (64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096)
 POC_REPEATS = 3  # PoC runs per size; the fastest p50 is kept (robust to load from elsewhere)
@@ -159,14 +167,15 @@ def bench_size(n, args, log):
         h.set_ef(ef)
         h.knn_query(q, k=k, num_threads=1)
 
-    def sv(i):
-        store.search(None, AT[i], k=K, vector=Q[i], pool=pool, record_access=bool(now[i]))
+    def sv(p):
+        return lambda i: store.search(None, AT[i], k=K, vector=Q[i], pool=p,
+                                      record_access=bool(now[i]))
 
     methods = {
         "plain_top10": lambda i: plain(Q[i], K, ef_star),
         "plain_top10_ef64": lambda i: plain(Q[i], K, 64),
         "plain_top100": lambda i: plain(Q[i], pool, max(ef_star, pool)),
-        "smartvector": sv,
+        **{f"sv_pool{p}": sv(p) for p in POOLS_TIMED},
         "sv_candidates": lambda i: store.candidates(Q[i], AT[i], pool),
     }
     names = list(methods)
@@ -184,33 +193,56 @@ def bench_size(n, args, log):
                     times[m].append(time.perf_counter() - t)
     lat = {m: summarise_us(v) for m, v in times.items()}
     now_r = np.tile(now, ROUNDS)
-    lat["smartvector_now"] = summarise_us(np.asarray(times["smartvector"])[now_r])
-    lat["smartvector_time_travel"] = summarise_us(np.asarray(times["smartvector"])[~now_r])
+    for p in POOLS_TIMED:
+        lat[f"sv_pool{p}_now"] = summarise_us(np.asarray(times[f"sv_pool{p}"])[now_r])
+        lat[f"sv_pool{p}_time_travel"] = summarise_us(np.asarray(times[f"sv_pool{p}"])[~now_r])
+    # the batched call (offline evaluation): blocks of BATCH queries per call, no access
+    # recorded, against hnswlib's own batched top-10 on one thread; per query, the median
+    # over blocks and rounds (robust to another process taking the core for a while)
+    batch = {"plain_batch_top10": lambda b: (h.set_ef(ef_star),
+                                             h.knn_query(Q[b], k=K, num_threads=1)),
+             **{f"sv_batch_pool{p}": (lambda b, p=p: store.search_batch(
+                 Q[b], AT[b], K, pool=p, record_access=False)) for p in POOLS_TIMED}}
+    blocks = [slice(s, s + BATCH) for s in range(0, len(Q), BATCH)]
+    for m, f in batch.items():
+        ts = []
+        for rnd in range(ROUNDS + 1):
+            for b in blocks:
+                t = time.perf_counter()
+                f(b)
+                if rnd:
+                    ts.append((time.perf_counter() - t) / len(Q[b]))
+        lat[m] = {"per_query_us": round(float(np.median(ts)) * 1e6, 1), "block": BATCH}
     out["latency"] = lat
-    p = {m: lat[m]["p50_us"] for m in names}
-    out["ratios_p50"] = {
-        "smartvector_vs_plain_top10": round(p["smartvector"] / p["plain_top10"], 2),
-        "smartvector_vs_plain_top10_ef64": round(p["smartvector"] / p["plain_top10_ef64"], 2),
-        "smartvector_vs_plain_top100": round(p["smartvector"] / p["plain_top100"], 2),
-        "candidates_vs_plain_top10": round(p["sv_candidates"] / p["plain_top10"], 2),
-    }
+    p50 = {m: lat[m]["p50_us"] for m in names}
+    ratios = {f"sv_pool{p}_vs_plain_top10": round(p50[f"sv_pool{p}"] / p50["plain_top10"], 2)
+              for p in POOLS_TIMED}
+    ratios.update({f"sv_pool{p}_vs_plain_top10_ef64":
+                   round(p50[f"sv_pool{p}"] / p50["plain_top10_ef64"], 2) for p in POOLS_TIMED})
+    ratios["sv_pool100_vs_plain_top100"] = round(p50["sv_pool100"] / p50["plain_top100"], 2)
+    ratios["candidates_vs_plain_top10"] = round(p50["sv_candidates"] / p50["plain_top10"], 2)
+    base = lat["plain_batch_top10"]["per_query_us"]
+    ratios.update({f"sv_batch_pool{p}_vs_plain_batch_top10":
+                   round(lat[f"sv_batch_pool{p}"]["per_query_us"] / base, 2)
+                   for p in POOLS_TIMED})
+    out["ratios_p50"] = ratios
     # how the over-fetch behaved: index searches per query and rows fetched per row kept
     calls, fetched = [], []
-    search = store.index.search
+    search = store._index_search
 
     def counting(q, k):
         calls[-1] += 1
         fetched[-1] += k
         return search(q, k)
 
-    store.index.search = counting
+    store._index_search = counting
     try:
         for i in range(len(Q)):
             calls.append(0)
             fetched.append(0)
             store.candidates(Q[i], AT[i], pool)
     finally:
-        del store.index.search
+        del store._index_search
     calls_a = np.asarray(calls)
     out["overfetch"] = {"searches_per_query_mean": round(float(calls_a.mean()), 3),
                         "share_needing_a_second_search": round(float((calls_a > 1).mean()), 3),
@@ -347,7 +379,8 @@ def main(argv=None) -> dict:
                             "ef_search": "per size: smallest of EF_GRID reaching the target",
                             "ef_grid": EF_GRID, "recall_target": args.recall_target,
                             "build_threads": args.threads, "query_threads": 1,
-                            "pool": POOL, "queries": args.queries, "seed": args.seed},
+                            "pool": POOL, "pools_timed": POOLS_TIMED,
+                            "queries": args.queries, "seed": args.seed},
                  "sizes": {}}
     for n in args.sizes:
         log(f"size {n:,}")
@@ -358,8 +391,9 @@ def main(argv=None) -> dict:
         lt = r["latency"]
         log(f"  ef_search {r['ef_search']}; p50: plain top-10 {lt['plain_top10']['p50_us']:.0f} us"
             f" (ef 64: {lt['plain_top10_ef64']['p50_us']:.0f} us), plain top-100 "
-            f"{lt['plain_top100']['p50_us']:.0f} us, SmartVector {lt['smartvector']['p50_us']:.0f}"
-            f" us (candidates {lt['sv_candidates']['p50_us']:.0f} us)")
+            f"{lt['plain_top100']['p50_us']:.0f} us, SmartVector pool 5 / 50 / 100 "
+            + " / ".join(f"{lt[f'sv_pool{p}']['p50_us']:.0f}" for p in POOLS_TIMED)
+            + f" us (candidates {lt['sv_candidates']['p50_us']:.0f} us)")
         log(f"  ratios: {r['ratios_p50']}")
         log(f"  recall@10: {r['recall_at_10']}")
         log(f"  over-fetch: {r['overfetch']}")
@@ -370,9 +404,9 @@ def main(argv=None) -> dict:
         for r in res["sizes"].values():
             est = fit["coef_us"] * r["n"] ** fit["exponent"]
             r["poc_p50_us_extrapolated"] = round(est, 1)
-            r["speedup_vs_poc"] = round(est / r["latency"]["smartvector"]["p50_us"], 1)
+            r["speedup_vs_poc"] = round(est / r["latency"]["sv_pool100"]["p50_us"], 1)
             log(f"  n={r['n']:,}: PoC ~{est / 1000:.1f} ms (extrapolated), SmartVector "
-                f"{r['latency']['smartvector']['p50_us']:.0f} us: x{r['speedup_vs_poc']:,.0f}")
+                f"{r['latency']['sv_pool100']['p50_us']:.0f} us: x{r['speedup_vs_poc']:,.0f}")
         res["poc"] = poc
     if args.minilm:
         log(f"real MiniLM embeddings at {args.minilm:,}")
