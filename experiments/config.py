@@ -125,6 +125,16 @@ class ReembedConfig:
 
 
 @dataclass
+class PlotsConfig:
+    """Per-run figures. ``reliability``: draw ``reliability.png`` in the run's output
+    directory (about a second per run; the paper's figures are rebuilt from the MLflow
+    store's ``predictions.csv`` by ``experiments.figures``, so the paper's studies turn it
+    off). Not part of the configuration fingerprint: it changes no result."""
+
+    reliability: bool = True
+
+
+@dataclass
 class MlflowConfig:
     enabled: bool = True
     tracking_uri: str = "sqlite:///mlflow.db"
@@ -147,6 +157,7 @@ class RunConfig:
     protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
     reembed: ReembedConfig = field(default_factory=ReembedConfig)
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
+    plots: PlotsConfig = field(default_factory=PlotsConfig)
     n_boot: int = 2000
     query_split: str = "all"
 

@@ -11,7 +11,8 @@ document length, a sensitivity analysis of the temporal half-life and the contra
 threshold, the effect of the authority-age correlation, and a weight grid tuned on the
 development half of seed 0's queries and reported on the held-out test half of five seeds.
 Configurations already finished in the store are skipped, so an interrupted reproduction
-resumes where it stopped.
+resumes where it stopped; a study whose configurations are all finished is not started at
+all (:func:`first_pending`; ``--force-sweeps`` starts it anyway).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from smartvector import ScoringWeights
 
 from .tracking import resolve_tracking_uri
 
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 SWEEPS = ("table1", "table1_dev", "regime_map", "robustness", "time_travel", "feedback",
           "sensitivity", "authority", "weights_dev", "real_site_policy", "real_peps")
 REEMBED_LENGTHS = "5,10,20,50,100,200,500"
@@ -39,6 +41,66 @@ def _run(args: list[str]) -> float:
     if proc.returncode != 0:
         raise SystemExit(f"error: study failed (exit {proc.returncode}): python {' '.join(args)}")
     return time.perf_counter() - t0
+
+
+def sweep_jobs(study: str, overrides: list[str]) -> list[list[str]]:
+    """The overrides of every job of ``python -m experiments.run -m +experiment=<study>
+    <overrides>``, expanded as Hydra's basic sweeper expands them (the study's
+    ``hydra.sweeper.params`` first, then the command line's)."""
+    from hydra import compose, initialize_config_dir
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from .config import register
+
+    register()  # the structured schemas the configs name
+    args = [f"+experiment={study}", *overrides]
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
+        hc = compose(config_name="config", overrides=args, return_hydra_config=True).hydra
+    params = [f"{k}={v}" for k, v in (hc.sweeper.params or {}).items()]
+    parsed = OverridesParser.create().parse_overrides([*params, *args])
+    return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+
+
+def first_pending(study: str, overrides: list[str]) -> str | None:
+    """The first job of the study's sweep whose configuration is not FINISHED in the
+    MLflow store (its overrides, space-separated), or None when every one is: the whole
+    sweep can then be skipped without starting it (Hydra, its workers and a configuration
+    composition per job for nothing). Each job's fingerprint is computed as the runner
+    computes it (:func:`experiments.run.config_fingerprint`) and looked up in one search per
+    experiment (:func:`experiments.tracking.finished_configurations`). Anything this cannot
+    decide counts as pending: the sweep then runs, and skips what is finished itself."""
+    from hydra import compose, initialize_config_dir
+
+    from . import run as runner
+    from .tracking import finished_configurations
+
+    base = Path.cwd()
+    jobs = sweep_jobs(study, [o for o in overrides if not o.startswith("hydra")])
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
+        for job in jobs:
+            cfg = compose(config_name="config", overrides=job)
+            if not (cfg.mlflow.enabled and cfg.mlflow.skip_finished):
+                return " ".join(job)
+            uri = resolve_tracking_uri(cfg.mlflow.tracking_uri, base)
+            done = finished_configurations(uri, cfg.mlflow.experiment)
+            fp = runner.config_fingerprint(cfg, runner._dataset_fingerprint(cfg, base))
+            if not done or fp not in done:
+                return " ".join(job)
+    return None
+
+
+def _all_finished(study: str, overrides: list[str]) -> bool:
+    try:
+        pending = first_pending(study, overrides)
+    except Exception as e:  # noqa: BLE001 - cannot tell: run the sweep (it skips by itself)
+        print(f"note: could not check {study} against the store ({e}); running its sweep",
+              flush=True)
+        return False
+    if pending is None:
+        print(f"skipped: study {study}: every configuration already finished in the store",
+              flush=True)
+    return pending is None
 
 
 def best_dev_weights(tracking_uri: str) -> dict[str, float]:
@@ -78,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", default=None,
                         help=f"studies to run (default all): {', '.join(SWEEPS)}, "
                              "reembed_length, weights_test")
+    parser.add_argument("--force-sweeps", action="store_true",
+                        help="start every study's sweep even when the store already holds "
+                             "all its configurations (the sweep still skips finished jobs)")
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")
@@ -89,8 +154,10 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     for name in SWEEPS:
         if name in wanted:
-            timings[name] = _run(["-m", "experiments.run", "-m", f"+experiment={name}",
-                                  *common])
+            t1 = time.perf_counter()
+            if args.force_sweeps or not _all_finished(name, common):
+                _run(["-m", "experiments.run", "-m", f"+experiment={name}", *common])
+            timings[name] = time.perf_counter() - t1
     if "reembed_length" in wanted:
         timings["reembed_length"] = _run([
             "-m", "experiments.reembed_study", "-m", f"n_paragraphs={REEMBED_LENGTHS}",
@@ -99,11 +166,12 @@ def main(argv: list[str] | None = None) -> int:
         uri = resolve_tracking_uri(args.tracking_uri, Path.cwd())
         tuned = best_dev_weights(uri)
         print(f"weights chosen on the development split: {tuned}")
-        timings["weights_test"] = _run(["-m", "experiments.run", "-m",
-                                        "+experiment=weights_test", *common])
-        timings["weights_test"] += _run(["-m", "experiments.run", "-m",
-                                         "+experiment=weights_test", *common,
-                                         *[f"store.weights.{k}={v}" for k, v in tuned.items()]])
+        t1 = time.perf_counter()
+        for extra in ([], [f"store.weights.{k}={v}" for k, v in tuned.items()]):
+            if args.force_sweeps or not _all_finished("weights_test", [*common, *extra]):
+                _run(["-m", "experiments.run", "-m", "+experiment=weights_test", *common,
+                      *extra])
+        timings["weights_test"] = time.perf_counter() - t1
     timings["total"] = time.perf_counter() - t0
     print(json.dumps({k: round(v, 1) for k, v in timings.items()}, indent=2))
     return 0

@@ -48,6 +48,7 @@ from .tracking import (
     apply_http_defaults,
     artifact_location_for,
     fingerprint,
+    finished_configurations,
     flatten,
     git_commit,
     log_output_dir,
@@ -61,8 +62,10 @@ from .tracking import (
 
 register()
 
-#: Keys that do not change results (excluded from the configuration fingerprint).
-_NOT_RESULTS = ("mlflow",)
+
+#: Keys that do not change results (excluded from the configuration fingerprint, so a
+#: finished configuration is recognised whatever they are set to).
+_NOT_RESULTS = ("mlflow", "plots")
 
 
 class ConfigError(ValueError):
@@ -120,9 +123,9 @@ def validate(cfg: DictConfig) -> Settings:
             else:
                 check_available(path=path)
         if "qdrant_filter" in {n.get("kind", k) for k, n in methods.items()}:
-            from .retrievers.qdrant import require_qdrant
+            from .retrievers.qdrant import check_qdrant
 
-            require_qdrant()
+            check_qdrant()
     except (ModelUnavailableError, MissingExtraError) as e:
         raise ConfigError(str(e)) from None
     except (ValueError, TypeError) as e:
@@ -209,7 +212,7 @@ def prefetch_model(cfg: DictConfig) -> bool:
 
 def evaluate_run(cfg: DictConfig, settings: Settings, out_dir: Path) -> dict[str, Any]:
     """Run every method, grade their runs, and write metrics.json, predictions.csv, run.csv
-    and the reliability plot."""
+    and (``plots.reliability``) the reliability plot."""
     ds = split_queries(load_data(cfg, out_dir), cfg.query_split)
     e = cfg.embedder
     embedder = MemoEmbedder(shared_embedder(e.name, e.cache_path, e.backend, e.path))
@@ -267,7 +270,7 @@ def evaluate_run(cfg: DictConfig, settings: Settings, out_dir: Path) -> dict[str
     pred.to_csv(out_dir / "predictions.csv", index=False)
     if runs:
         pd.concat(runs, ignore_index=True).to_csv(out_dir / "run.csv", index=False)
-    if not done:
+    if not done or not cfg.plots.reliability:
         return metrics
     shown = [m for m in ("plain_cosine", "smartvector") if m in done] or done[:2]
     sub = {m: (pred.loc[pred.method == m, "probability"].to_numpy(),
@@ -376,6 +379,17 @@ def _dataset_fingerprint(cfg: DictConfig, base: Path) -> str | None:
         return load_dataset(base / cfg.dataset.path).fingerprint()
 
 
+def config_fingerprint(cfg: DictConfig, data_fp: str | None) -> str:
+    """The configuration's fingerprint: every resolved key that can change a result
+    (:data:`_NOT_RESULTS` left out) and, for a dataset read in place, its content
+    fingerprint (``data_fp``, from :func:`_dataset_fingerprint`)."""
+    container = OmegaConf.to_container(cfg, resolve=True)
+    results = {k: v for k, v in container.items() if k not in _NOT_RESULTS}
+    if data_fp is not None:  # the same config on edited data is a different configuration
+        results["dataset_content"] = data_fp
+    return fingerprint(results)
+
+
 def _import_hint(reason: str, uri: str) -> str:
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
@@ -393,13 +407,17 @@ def _run(cfg: DictConfig, settings: Settings) -> float | None:
     except DatasetError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    container = OmegaConf.to_container(cfg, resolve=True)
-    results = {k: v for k, v in container.items() if k not in _NOT_RESULTS}
-    if data_fp is not None:  # the same config on edited data is a different configuration
-        results["dataset_content"] = data_fp
-    cfg_fp = fingerprint(results)
+    cfg_fp = config_fingerprint(cfg, data_fp)
     uri = resolve_tracking_uri(cfg.mlflow.tracking_uri, base)
     artifact_location = artifact_location_for(uri, cfg.mlflow.artifact_location, base)
+    if cfg.mlflow.enabled and cfg.mlflow.skip_finished:
+        # the quick test first (one search per worker process): a finished configuration
+        # is skipped before any model, tracker or dataset work
+        apply_http_defaults()
+        done = (finished_configurations(uri, cfg.mlflow.experiment) or {}).get(cfg_fp)
+        if done:
+            _print_skipped(cfg, cfg_fp, done)
+            return None
     prefetch_model(cfg)
     tracker, offline = None, None
     if cfg.mlflow.enabled:
@@ -417,9 +435,7 @@ def _run(cfg: DictConfig, settings: Settings) -> float | None:
             except Exception as e:  # noqa: BLE001 - the store failed: run, log later
                 tracker, offline, done = None, f"cannot query {uri}: {one_line(e)}", None
             if done:
-                print(f"skipped: {cfg.study}-seed{cfg.seed}-{cfg_fp[:6]} (configuration "
-                      f"{cfg_fp}) already finished as MLflow run {done} "
-                      "(force with mlflow.skip_finished=false)")
+                _print_skipped(cfg, cfg_fp, done)
                 return None
     try:
         metrics = evaluate_run(cfg, settings, out_dir)
@@ -446,6 +462,11 @@ def _run(cfg: DictConfig, settings: Settings) -> float | None:
         sys.exit(1)
     top = metrics["methods"].get("smartvector", next(iter(metrics["methods"].values())))
     return float(top["quality"]["top1_accuracy"])
+
+
+def _print_skipped(cfg: DictConfig, cfg_fp: str, run_id: str) -> None:
+    print(f"skipped: {cfg.study}-seed{cfg.seed}-{cfg_fp[:6]} (configuration {cfg_fp}) "
+          f"already finished as MLflow run {run_id} (force with mlflow.skip_finished=false)")
 
 
 def mark_failed(uri: str, run_id: str, error: dict[str, str]) -> None:

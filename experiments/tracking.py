@@ -413,6 +413,65 @@ def open_tracker(tracking_uri: str, experiment: str,
             f"cannot use MLflow store {tracking_uri}: {one_line(e)}"
 
 
+#: Per process: ``(tracking URI, experiment)`` -> the finished configurations read from the
+#: store (``None``: the store could not answer that query; callers fall back to
+#: :meth:`Tracker.finished_run`).
+_FINISHED: dict[tuple[str, str], dict[str, str] | None] = {}
+
+
+def finished_configurations(tracking_uri: str, experiment: str) -> dict[str, str] | None:
+    """Config fingerprint -> id of a FINISHED parent run, for every finished configuration
+    of ``experiment``: one search, read once per process and kept (a sweep's jobs that run
+    in the same worker process share it). The quick skip test of a sweep whose
+    configurations are already in the store; it never opens a :class:`Tracker` (no
+    experiment created, no runs reaped) and never creates a SQLite database.
+
+    ``{}`` when the store holds no such experiment; ``None`` when the store cannot answer
+    right now (unreachable, locked, an older server without ``IS NULL`` in searches...):
+    the caller then asks :meth:`Tracker.finished_run` as before. A configuration finished
+    after the read is not in the map: that same exact query finds it.
+    """
+    key = (tracking_uri, experiment)
+    if key not in _FINISHED:
+        try:
+            _FINISHED[key] = _read_finished(tracking_uri, experiment)
+        except Exception:  # noqa: BLE001 - an optimisation only: fall back to the exact query
+            _FINISHED[key] = None
+    return _FINISHED[key]
+
+
+def _read_finished(tracking_uri: str, experiment: str) -> dict[str, str] | None:
+    prefix = "sqlite:///"
+    if tracking_uri.startswith(prefix) and not Path(
+            tracking_uri[len(prefix):].split("?", 1)[0]).is_file():
+        return {}  # no database yet: nothing finished (and do not create one here)
+    if unreachable(tracking_uri) or sqlite_problem(tracking_uri):
+        return None
+    from mlflow import MlflowClient
+
+    quiet_mlflow_logs()
+    with store_lock(tracking_uri):
+        client = MlflowClient(tracking_uri)
+    exp = retry_locked(client.get_experiment_by_name, experiment)
+    if exp is None or exp.lifecycle_stage != "active":
+        return {} if exp is None else None
+    found: dict[str, str] = {}
+    token = None
+    while True:  # newest first: the run a per-configuration search would name
+        page = retry_locked(client.search_runs, [exp.experiment_id],
+                            filter_string="attributes.status = 'FINISHED' and "
+                                          "tags.`mlflow.parentRunId` IS NULL",
+                            max_results=1000, order_by=["attributes.start_time DESC"],
+                            page_token=token)
+        for r in page:
+            fp = r.data.tags.get("config_fingerprint")
+            if fp and "mlflow.parentRunId" not in r.data.tags:
+                found.setdefault(fp, r.info.run_id)
+        token = page.token
+        if not token:
+            return found
+
+
 # --- what a run logs, from its output directory ------------------------------------------
 
 

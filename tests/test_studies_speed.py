@@ -1,0 +1,177 @@
+"""The paper's studies made cheaper without moving a result (issue 15, row "studies"):
+Qdrant's id pre-filter selects exactly the payload filter's points, the per-run reliability
+plot is a switch outside the configuration fingerprint, finished configurations are found
+with one search (a whole study is skipped when all of them are), and Hydra's sweeper composes
+one job up front instead of all."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_dir
+
+import experiments.run as runner
+from experiments import paper, tracking
+from experiments.replay import replay, run_rows
+from experiments.retrievers import Context, make_retriever
+
+ROOT = Path(__file__).resolve().parents[1]
+FAST = ["embedder=hashing", "reembed.n_edits=0", "n_boot=50"]
+
+
+def _cfg(*overrides: str):
+    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def _setup(tmp_path: Path, *overrides: str):
+    cfg = _cfg(*FAST, *overrides)
+    settings = runner.validate(cfg)
+    ds = runner.load_data(cfg, tmp_path)
+    emb = runner.shared_embedder("hashing", None)
+    qvecs = dict(zip([q.id for q in ds.queries], emb.encode([q.text for q in ds.queries]),
+                     strict=True))
+    return cfg, settings, ds, Context(emb, settings.store, cfg.protocol.index), qvecs
+
+
+@pytest.mark.parametrize("validity", [True, False])
+def test_qdrant_id_prefilter_selects_the_payload_filters_points(tmp_path: Path,
+                                                                validity: bool) -> None:
+    pytest.importorskip("qdrant_client", reason="qdrant_filter needs qdrant-client")
+    cfg, settings, ds, ctx, qvecs = _setup(tmp_path, "dataset.contradiction_rate=0.5",
+                                           "dataset.supersession=documents")
+    node = {"kind": "qdrant_filter", "validity": validity}
+    checked = []
+    real = make_retriever("qdrant_filter", node, ctx)
+    original_search = type(real).search
+
+    def search_and_compare(self, query, at, k, gold=None):
+        # the points the payload filter selects, as Qdrant evaluates it (a scroll: it
+        # computes no score, so the collection's state is left as the replay leaves it)
+        points, _ = self.client.scroll(self.COLLECTION, scroll_filter=self.payload_filter(at),
+                                       limit=100_000, with_payload=False)
+        assert sorted(int(p.id) for p in points) == self.matching_rows(at)
+        checked.append(len(points))
+        return original_search(self, query, at, k, gold)
+
+    type(real).search, saved = search_and_compare, type(real).search
+    try:
+        res = replay(ds, real, qvecs, k=5, schedule=settings.schedule, seed=cfg.seed)
+    finally:
+        type(real).search = saved
+    assert len(checked) == len(ds.queries) and len(res.run) == len(ds.queries)
+    assert max(checked) > 0
+    if validity:  # the filter matters: some chunks were out of force at some query
+        assert min(checked) < real.size
+
+
+def test_reliability_plot_is_a_switch_outside_the_fingerprint(tmp_path: Path) -> None:
+    outs = {}
+    for flag in ("true", "false"):
+        cfg, settings, *_ = _setup(tmp_path, "methods=[plain_cosine,smartvector]",
+                                   f"plots.reliability={flag}")
+        out = tmp_path / flag
+        out.mkdir()
+        metrics = runner.evaluate_run(cfg, settings, out)
+        outs[flag] = (out, metrics, runner.config_fingerprint(cfg, None))
+    (on, m_on, fp_on), (off, m_off, fp_off) = outs["true"], outs["false"]
+    assert (on / "reliability.png").is_file() and not (off / "reliability.png").exists()
+    assert fp_on == fp_off  # a finished run is recognised whatever the switch says
+    for name in ("predictions.csv", "run.csv"):
+        assert (on / name).read_bytes() == (off / name).read_bytes()
+    for m in (m_on, m_off):
+        for method in m["methods"].values():
+            method.pop("timing")
+    assert json.dumps(m_on, sort_keys=True) == json.dumps(m_off, sort_keys=True)
+
+
+def test_paper_studies_draw_no_per_run_plot() -> None:
+    for study in [*paper.SWEEPS, "weights_test"]:
+        cfg = _cfg(f"+experiment={study}")
+        assert cfg.plots.reliability is False, study
+    assert _cfg().plots.reliability is True  # a single run still draws it
+
+
+def test_finished_configurations_one_search(tmp_path: Path) -> None:
+    missing = f"sqlite:///{tmp_path}/none/mlflow.db"
+    assert tracking.finished_configurations(missing, "x") == {}
+    assert not (tmp_path / "none" / "mlflow.db").exists()  # never creates a store
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    t = tracking.Tracker(uri, "speed", tmp_path / "art")
+    with t.run("a", {"config_fingerprint": "fp-a"}) as parent:
+        with t.run("m", {"config_fingerprint": "fp-a", "method": "m"}, nested=True):
+            pass
+    with pytest.raises(RuntimeError), t.run("b", {"config_fingerprint": "fp-b"}):
+        raise RuntimeError("failed run")
+    assert t.finished_run("fp-a") == parent.info.run_id
+    done = tracking.finished_configurations(uri, "speed")
+    assert done == {"fp-a": parent.info.run_id}  # parents only, FINISHED only
+    assert tracking.finished_configurations(uri, "other") == {}
+
+
+def test_sweep_jobs_expand_like_hydra_and_pending_on_an_empty_store(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # it would win over the URI
+    jobs = paper.sweep_jobs("regime_map", ["embedder=hashing"])
+    assert len(jobs) == 180 and len({" ".join(sorted(j)) for j in jobs}) == 180
+    assert all("+experiment=regime_map" in j and "embedder=hashing" in j for j in jobs)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    first = paper.first_pending("table1_dev", ["embedder=hashing", f"mlflow.tracking_uri={uri}",
+                                               "hydra/launcher=joblib"])
+    assert first is not None and "seed=" in first
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_a_finished_sweep_is_skipped_whole_and_each_job_quickly(tmp_path: Path) -> None:
+    """Run a 2-job sweep, then check: the runner skips both jobs, and the paper's driver
+    finds every configuration finished (same fingerprints as the runner's)."""
+    import os
+    import subprocess
+    import sys
+
+    # mlflow.set_tracking_uri (other tests) exports MLFLOW_TRACKING_URI, which would win
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    args = [*FAST, "methods=[plain_cosine]", "study=speedtest", "seed=0,1",
+            f"mlflow.tracking_uri={uri}", f"mlflow.artifact_location={tmp_path}/art",
+            f"hydra.sweep.dir={tmp_path}/multirun"]
+    first = subprocess.run([sys.executable, "-m", "experiments.run", "-m", *args],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+                           check=False)
+    assert first.returncode == 0, first.stderr[-3000:]
+    again = subprocess.run([sys.executable, "-m", "experiments.run", "-m", *args],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+                           check=False)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout.count("skipped: speedtest-seed") == 2
+    done = tracking.finished_configurations(uri, "speedtest")
+    recorded = {json.loads(p.read_text())["tags"]["config_fingerprint"]
+                for p in (tmp_path / "multirun").rglob("mlflow_run.json")}
+    assert set(done) == recorded and len(recorded) == 2
+    overrides = [o for o in args if not o.startswith(("seed=", "hydra."))]
+    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
+        fps = {runner.config_fingerprint(compose(config_name="config",
+                                                 overrides=[*overrides, f"seed={s}"]), None)
+               for s in (0, 1)}
+    assert fps == recorded
+
+
+def test_qdrant_search_matches_before_on_a_small_run(tmp_path: Path) -> None:
+    """The rankings of the id pre-filtered query equal those of the payload-filtered one
+    over a whole replay (run rows compared, scores included).
+
+    Two retrievers fed and queried alike: qdrant-client's local mode re-normalises the
+    stored vectors in place at every cosine search, so a score's last bits depend on how
+    many searches came before; a comparison must make the same calls in the same order."""
+    pytest.importorskip("qdrant_client", reason="qdrant_filter needs qdrant-client")
+    cfg, settings, ds, ctx, qvecs = _setup(tmp_path, "dataset.contradiction_rate=0.5",
+                                           "dataset.supersession=documents")
+    fast = make_retriever("qdrant_filter", {"kind": "qdrant_filter"}, ctx)
+    slow = make_retriever("qdrant_filter", {"kind": "qdrant_filter"}, ctx)
+    slow.query_filter = slow.payload_filter  # the payload filter, as before
+    rows = [pd.DataFrame(run_rows(replay(ds, r, qvecs, k=5, schedule=settings.schedule)))
+            for r in (fast, slow)]
+    pd.testing.assert_frame_equal(rows[0], rows[1])
