@@ -17,6 +17,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from .kernels import log_count  # compiled: kernels.record_access appends alike
+
 #: event kind -> which total it changes (0 positive, 1 negative, 2 accesses, 3 penalty)
 COUNTING = {"accepted": 0, "corrected": 1, "access": 2, "ripple": 3, "contradiction": 3}
 UNORDERED = -2
@@ -54,22 +56,8 @@ class CountLog:
         if which is None:
             return
         self.reserve(row + 1, 1)
-        k = int(self.head[row])
-        if k == UNORDERED:
-            return
-        if k >= 0 and at < self.values[4, k]:
-            self.head[row] = UNORDERED
-            return
-        i = self.n
-        if k >= 0:
-            self.values[:4, i] = self.values[:4, k]
-        else:
-            self.values[:4, i] = 0.0
-        self.values[which, i] += -delta if which == 3 else 1.0
-        self.values[4, i] = at
-        self.prev[i] = k
-        self.head[row] = i
-        self.n += 1
+        self.n = log_count(row, float(at), which, -delta if which == 3 else 1.0, self.head,
+                           self.values, self.prev, self.n)
 
     @classmethod
     def from_events(cls, rows: int, events: dict[int, Iterable]) -> CountLog:

@@ -266,6 +266,26 @@ def rank(rows, sem, t, floats, ints, counts, edges, params, head, log_values, lo
 
 
 @njit(cache=True)
+def log_count(row, at, which, amount, head, values, prev, n):
+    """Append one counting event of ``row`` to the count log (:mod:`smartvector.countlog`):
+    total ``which`` grows by ``amount``; a row whose events arrive out of time order is
+    marked -2 instead. Room for the event is reserved by the caller; returns the new length."""
+    k = head[row]
+    if k == -2:
+        return n
+    if k >= 0 and at < values[4, k]:
+        head[row] = -2
+        return n
+    for f in range(4):
+        values[f, n] = values[f, k] if k >= 0 else 0.0
+    values[which, n] += amount
+    values[4, n] = at
+    prev[n] = k
+    head[row] = n
+    return n + 1
+
+
+@njit(cache=True)
 def record_access(rows, t, n, floats, ints, head, log_values, log_prev, log_n):
     """Count one access of each row at ``t``, in the columns and the count log (room for
     one event per row reserved by the caller, and ``head`` covering every row); returns the
@@ -275,17 +295,7 @@ def record_access(rows, t, n, floats, ints, head, log_values, log_prev, log_n):
             return -1
     for i in range(rows.shape[0]):
         r = rows[i]
-        k = head[r]
-        if k >= 0 and t < log_values[4, k]:
-            head[r] = -2
-        elif k != -2:
-            for f in range(4):
-                log_values[f, log_n] = log_values[f, k] if k >= 0 else 0.0
-            log_values[2, log_n] += 1.0
-            log_values[4, log_n] = t
-            log_prev[log_n] = k
-            head[r] = log_n
-            log_n += 1
+        log_n = log_count(r, t, 2, 1.0, head, log_values, log_prev, log_n)
         ints[r, ACC] += 1
         floats[r, LAST_ACCESSED] = t
         if t > floats[r, LAST_EVENT]:
