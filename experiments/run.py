@@ -12,6 +12,7 @@ import json
 import sys
 import uuid
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,10 +37,12 @@ from .config import build_frozen, method_store_config, register
 from .corpora.registry import config_of, get_kind
 from .dataset import Dataset, DatasetError, load_dataset
 from .evaluate import method_metrics, paired_tests, timing_metrics
+from .log_worker import BackgroundLogger
 from .memo import MemoEmbedder
-from .metrics import plot_reliability
+from .metrics import RELIABILITY_PLOT, plot_predictions_reliability
 from .reembed import edit_costs
 from .replay import Schedule, grade_run, replay, run_rows
+from .resilience import exit_now
 from .retrievers import Context, make_params, make_retriever
 from .retrievers.qdrant import MissingExtraError
 from .tracking import (
@@ -52,6 +55,7 @@ from .tracking import (
     flatten,
     git_commit,
     log_output_dir,
+    mark_failed,
     one_line,
     open_tracker,
     package_versions,
@@ -210,9 +214,14 @@ def prefetch_model(cfg: DictConfig) -> bool:
         return False
 
 
-def evaluate_run(cfg: DictConfig, settings: Settings, out_dir: Path) -> dict[str, Any]:
+def evaluate_run(cfg: DictConfig, settings: Settings, out_dir: Path,
+                 stop: Callable[[bool], None] | None = None, plot: bool = True
+                 ) -> dict[str, Any]:
     """Run every method, grade their runs, and write metrics.json, predictions.csv, run.csv
-    and (``plots.reliability``) the reliability plot."""
+    and (``plots.reliability`` and ``plot``) the reliability plot. ``stop``, if given, is
+    called before each method (``stop(False)``: answer now) and before anything is written
+    (``stop(True)``: may wait); an exception it raises abandons the run (nothing is
+    written)."""
     ds = split_queries(load_data(cfg, out_dir), cfg.query_split)
     e = cfg.embedder
     embedder = MemoEmbedder(shared_embedder(e.name, e.cache_path, e.backend, e.path))
@@ -227,6 +236,8 @@ def evaluate_run(cfg: DictConfig, settings: Settings, out_dir: Path) -> dict[str
     frames, runs, results, recorded = [], [], {}, {}
     error: dict[str, str] | None = None
     for name in tqdm(list(settings.methods), desc="methods", unit="method", file=sys.stderr):
+        if stop is not None:
+            stop(False)
         try:
             retriever = make_retriever(name, settings.methods[name], ctx)
             recorded[name] = retriever.recorded_params
@@ -266,18 +277,19 @@ def evaluate_run(cfg: DictConfig, settings: Settings, out_dir: Path) -> dict[str
     metrics = {"corpus": corpus, "reembed": reembed, "methods": per_method}
     if error is not None:
         metrics["error"] = error
+    if stop is not None:
+        stop(True)
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
     pred.to_csv(out_dir / "predictions.csv", index=False)
     if runs:
         pd.concat(runs, ignore_index=True).to_csv(out_dir / "run.csv", index=False)
-    if not done or not cfg.plots.reliability:
-        return metrics
-    shown = [m for m in ("plain_cosine", "smartvector") if m in done] or done[:2]
-    sub = {m: (pred.loc[pred.method == m, "probability"].to_numpy(),
-               (pred.loc[pred.method == m, "grade"] == "correct").to_numpy()) for m in shown}
-    plot_reliability(sub, out_dir / "reliability.png",
-                     title=f"Reliability of the top-1 score ({cfg.study}, seed {cfg.seed})")
+    if done and cfg.plots.reliability and plot:
+        plot_predictions_reliability(pred, out_dir / RELIABILITY_PLOT, reliability_title(cfg))
     return metrics
+
+
+def reliability_title(cfg: DictConfig) -> str:
+    return f"Reliability of the top-1 score ({cfg.study}, seed {cfg.seed})"
 
 
 def regime(cfg: DictConfig, settings: Settings) -> str:
@@ -335,8 +347,11 @@ def _check_run_options(cfg: DictConfig) -> None:
 
 
 def run_record(cfg: DictConfig, metrics: dict[str, Any], out_dir: Path, cfg_fp: str,
-               tracking_uri: str, artifact_location: Path) -> dict[str, Any]:
-    """What to log for this run (written to ``mlflow_run.json`` next to ``metrics.json``)."""
+               tracking_uri: str, artifact_location: Path,
+               pending: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What to log for this run (written to ``mlflow_run.json`` next to ``metrics.json``);
+    ``pending``: files still to be written (the reliability plot, drawn by the logging
+    process)."""
     container = OmegaConf.to_container(cfg, resolve=True)
     tags = {"config_fingerprint": cfg_fp, "git_commit": git_commit(Path.cwd()),
             "dataset_fingerprint": metrics["corpus"]["fingerprint"], "study": cfg.study,
@@ -353,8 +368,8 @@ def run_record(cfg: DictConfig, metrics: dict[str, Any], out_dir: Path, cfg_fp: 
         "dataset": {"corpus": corpus, "name": str(cfg.dataset.kind),
                     "digest": metrics["corpus"]["fingerprint"]},
         "artifacts": [a for a in ("metrics.json", "predictions.csv", "run.csv",
-                                  "reliability.png", ".hydra/config.yaml")
-                      if (out_dir / a).exists()],
+                                  RELIABILITY_PLOT, ".hydra/config.yaml")
+                      if (out_dir / a).exists() or a in pending],
     }
 
 
@@ -410,6 +425,10 @@ def _run(cfg: DictConfig, settings: Settings) -> float | None:
     cfg_fp = config_fingerprint(cfg, data_fp)
     uri = resolve_tracking_uri(cfg.mlflow.tracking_uri, base)
     artifact_location = artifact_location_for(uri, cfg.mlflow.artifact_location, base)
+    if (cfg.mlflow.enabled and cfg.mlflow.background
+            and HydraConfig.get().mode == RunMode.RUN):
+        return _run_logging_in_background(cfg, settings, out_dir, cfg_fp, uri,
+                                          artifact_location)
     if cfg.mlflow.enabled and cfg.mlflow.skip_finished:
         # the quick test first (one search per worker process): a finished configuration
         # is skipped before any model, tracker or dataset work
@@ -427,8 +446,7 @@ def _run(cfg: DictConfig, settings: Settings) -> float | None:
             print(f"warning: {offline}; running anyway, results are kept locally",
                   file=sys.stderr)
         elif tracker.reaped:
-            print(f"note: marked {len(tracker.reaped)} MLflow run(s) KILLED whose process on "
-                  f"this host is gone: {', '.join(tracker.reaped)}", file=sys.stderr)
+            _print_reaped(tracker.reaped)
         if tracker is not None and cfg.mlflow.skip_finished:
             try:
                 done = tracker.finished_run(cfg_fp)
@@ -437,14 +455,8 @@ def _run(cfg: DictConfig, settings: Settings) -> float | None:
             if done:
                 _print_skipped(cfg, cfg_fp, done)
                 return None
-    try:
-        metrics = evaluate_run(cfg, settings, out_dir)
-    except DatasetError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
-    print(regime(cfg, settings))
-    print_table(metrics)
-    write_record(out_dir, run_record(cfg, metrics, out_dir, cfg_fp, uri, artifact_location))
+    metrics = _evaluate(cfg, settings, out_dir)
+    _report(cfg, settings, metrics, out_dir, cfg_fp, uri, artifact_location)
     error = metrics.get("error")
     if tracker is not None:
         try:
@@ -453,6 +465,95 @@ def _run(cfg: DictConfig, settings: Settings) -> float | None:
                 mark_failed(uri, run_id, error)
         except Exception as e:  # noqa: BLE001 - results are safe on disk; say how to import
             offline = f"logging to {uri} failed: {one_line(e)}"
+    return _finish(metrics, out_dir, uri, offline)
+
+
+class _Finished(Exception):  # noqa: N818 - a signal, not an error
+    """The configuration turned out to be finished already (MLflow said so mid-run)."""
+
+
+def _run_logging_in_background(cfg: DictConfig, settings: Settings, out_dir: Path,
+                               cfg_fp: str, uri: str, artifact_location: Path) -> float | None:
+    """A single run whose MLflow work (the "finished?" test, opening the store, logging) runs
+    in a child process (:mod:`experiments.log_worker`) alongside the evaluation. A finished
+    configuration is still skipped: the evaluation stops at the next method once the child
+    says so, and with ``skip_finished`` nothing is written before the child has answered."""
+    with BackgroundLogger(uri, cfg.mlflow.experiment, artifact_location, cfg_fp,
+                          cfg.mlflow.skip_finished) as logger:
+        prefetch_model(cfg)
+        reported = False
+
+        def finished(wait: bool = False) -> str | None:
+            nonlocal reported
+            status = logger.status(wait=wait)
+            if status is None:
+                return None
+            if not reported:
+                reported = True
+                if status["state"] == "offline":
+                    print(f"warning: {status['reason']}; running anyway, results are kept "
+                          "locally", file=sys.stderr)
+                elif status.get("reaped"):
+                    _print_reaped(status["reaped"])
+            return status["run_id"] if status["state"] == "finished" else None
+
+        def stop(wait: bool) -> None:
+            if finished(wait=wait and cfg.mlflow.skip_finished):
+                raise _Finished
+
+        try:
+            metrics = _evaluate(cfg, settings, out_dir, stop=stop, plot=False)
+        except _Finished:
+            metrics = None
+        done = finished(wait=True)
+        if done:
+            _print_skipped(cfg, cfg_fp, done)
+            return None
+        assert metrics is not None
+        status = logger.status()
+        ready = status["state"] == "ready"
+        # the logging process draws the plot (it has matplotlib loaded by then) before it
+        # logs; if nothing is logged, this process draws it
+        plot = bool(cfg.plots.reliability and metrics["methods"])
+        if plot and not ready:
+            plot_predictions_reliability(pd.read_csv(out_dir / "predictions.csv"),
+                                         out_dir / RELIABILITY_PLOT, reliability_title(cfg))
+        _report(cfg, settings, metrics, out_dir, cfg_fp, uri, artifact_location,
+                pending=(RELIABILITY_PLOT,) if plot and ready else ())
+        offline = None if ready else status.get("reason")
+        if ready:
+            answer = logger.log(out_dir, metrics.get("error"),
+                                plot=reliability_title(cfg) if plot else None)
+            if answer["state"] != "logged":
+                offline = answer["reason"]
+    return _finish(metrics, out_dir, uri, offline)
+
+
+def _evaluate(cfg: DictConfig, settings: Settings, out_dir: Path,
+              stop: Callable[[bool], None] | None = None, plot: bool = True) -> dict[str, Any]:
+    """:func:`evaluate_run`; a dataset error ends the run with its one-line message."""
+    try:
+        return evaluate_run(cfg, settings, out_dir, stop=stop, plot=plot)
+    except DatasetError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _report(cfg: DictConfig, settings: Settings, metrics: dict[str, Any], out_dir: Path,
+            cfg_fp: str, uri: str, artifact_location: Path, pending: tuple[str, ...] = ()
+            ) -> None:
+    """Print the regime and the table, and write ``mlflow_run.json``."""
+    print(regime(cfg, settings))
+    print_table(metrics)
+    write_record(out_dir, run_record(cfg, metrics, out_dir, cfg_fp, uri, artifact_location,
+                                     pending))
+
+
+def _finish(metrics: dict[str, Any], out_dir: Path, uri: str,
+            offline: str | None) -> float | None:
+    """The run's last lines (the import hint if it was not logged, where the outputs are);
+    exit 1 if a phase failed; else SmartVector's top-1 accuracy."""
+    error = metrics.get("error")
     if offline:
         print(_import_hint(offline, uri), file=sys.stderr)
     print(f"outputs: {out_dir}")
@@ -464,18 +565,14 @@ def _run(cfg: DictConfig, settings: Settings) -> float | None:
     return float(top["quality"]["top1_accuracy"])
 
 
+def _print_reaped(reaped: list[str]) -> None:
+    print(f"note: marked {len(reaped)} MLflow run(s) KILLED whose process on this host is "
+          f"gone: {', '.join(reaped)}", file=sys.stderr)
+
+
 def _print_skipped(cfg: DictConfig, cfg_fp: str, run_id: str) -> None:
     print(f"skipped: {cfg.study}-seed{cfg.seed}-{cfg_fp[:6]} (configuration {cfg_fp}) "
           f"already finished as MLflow run {run_id} (force with mlflow.skip_finished=false)")
-
-
-def mark_failed(uri: str, run_id: str, error: dict[str, str]) -> None:
-    """End a logged parent run FAILED, with the failed phase and its one-line error as tags."""
-    import mlflow
-
-    client = mlflow.MlflowClient(tracking_uri=uri)
-    client.set_tag(run_id, "error", f"{error['phase']}: {error['message']}"[:5000])
-    client.set_terminated(run_id, status="FAILED")
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
@@ -493,32 +590,6 @@ def main(cfg: DictConfig) -> float | None:
             print(f"interrupted ({how}): no MLflow run is left RUNNING; run the same command "
                   "again to resume (finished configurations are skipped)", file=sys.stderr)
             sys.exit(code)
-
-
-def exit_now(code: int = 0) -> None:
-    """End the process as Python would, minus the interpreter's teardown.
-
-    Does what interpreter shutdown does first: stops the thread pools and joins the
-    remaining non-daemon threads (``threading._shutdown``), runs the ``atexit`` handlers
-    (logging's flush, MLflow's, a background model conversion's cleanup), flushes stdout and
-    stderr; then ``os._exit``: freeing the thousands of modules (pandas, scipy, MLflow,
-    Qdrant, matplotlib...) and the objects of a finished run one by one costs about a second
-    and changes nothing on disk (the SQLite stores commit as they go)."""
-    import atexit
-    import os
-    import threading
-
-    shutdown = getattr(threading, "_shutdown", None)
-    if shutdown is None:  # not CPython: leave the exit to the interpreter
-        sys.exit(code)
-    shutdown()
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -539,6 +539,15 @@ def log_output_dir(out_dir: Path, tracker: Tracker) -> str:
     return parent.info.run_id
 
 
+def mark_failed(uri: str, run_id: str, error: dict[str, str]) -> None:
+    """End a logged parent run FAILED, with the failed phase and its one-line error as tags."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    client.set_tag(run_id, "error", f"{error['phase']}: {error['message']}"[:5000])
+    client.set_terminated(run_id, status="FAILED")
+
+
 def method_summary(metrics: Mapping[str, Any]) -> dict[str, float]:
     """Each method's :data:`KEY_METRICS` as ``<metric>/<method>``, for the parent run
     (rounded to 4 decimals for the table; the nested runs keep the exact values)."""

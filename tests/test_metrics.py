@@ -12,6 +12,7 @@ from scipy.stats import binomtest
 from sklearn.metrics import brier_score_loss
 
 from experiments.metrics import (
+    binomial_two_sided_half,
     brier,
     ece,
     mcnemar,
@@ -187,6 +188,20 @@ def test_mcnemar_known_value() -> None:
     swapped = mcnemar(*_paired(10, 2)[::-1])
     assert (swapped["b"], swapped["c"]) == (2, 10)
     assert swapped["p_value"] == pytest.approx(res["p_value"])
+
+
+def test_exact_binomial_p_matches_scipy_and_known_values() -> None:
+    assert binomial_two_sided_half(10, 12) == 79 / 2048  # exactly, not approximately
+    assert binomial_two_sided_half(0, 5) == 2 / 32
+    assert binomial_two_sided_half(0, 0) == binomial_two_sided_half(3, 6) == 1.0
+    assert binomial_two_sided_half(0, 1000) == 2.0 ** -999 > 0  # tiny, still exact
+    for n in range(1, 160, 7):
+        for k in range(n + 1):
+            assert binomial_two_sided_half(k, n) == pytest.approx(
+                binomtest(k, n, 0.5).pvalue, rel=1e-12)
+    for k, n in ((-1, 3), (4, 3)):
+        with pytest.raises(ValueError, match="0 <= k <= n"):
+            binomial_two_sided_half(k, n)
 
 
 def test_mcnemar_no_discordant_pairs_and_errors() -> None:
