@@ -760,7 +760,10 @@ def make_embedder(
     (model embedders): ``"torch"`` or ``"openvino"``; None means the embedder's default
     (:data:`DEFAULT_BACKEND` for MiniLM, torch for ``st``). Other keywords go to the
     embedder (``batch_size``, ``precision``, ``threads``, ``export_dir``...). The OpenVINO
-    export goes to ``export_dir``, by default an ``openvino`` folder next to ``cache_path``.
+    export goes to ``export_dir``, by default the user's model cache
+    (``$SMARTVECTOR_CACHE_DIR/openvino`` or ``~/.cache/smartvector/openvino``): it depends only
+    on the model's files and the export format, so every project and cache of this user
+    shares one conversion.
     """
     kind = _EMBEDDERS.get(name.lower().removeprefix("sentence-transformers/"))
     if kind is None:
@@ -775,8 +778,6 @@ def make_embedder(
     else:
         if backend is not None:
             kw["backend"] = backend
-        if cache_path is not None and kw.get("export_dir") is None:
-            kw["export_dir"] = Path(cache_path).parent / "openvino"
         if kind == "minilm":
             embedder = MiniLMEmbedder(**kw)
         else:

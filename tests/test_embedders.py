@@ -338,7 +338,7 @@ def _gt_dir() -> Path:
     return Path(get_model_path())
 
 
-def test_make_embedder(tmp_path) -> None:
+def test_make_embedder(tmp_path, monkeypatch) -> None:
     assert isinstance(make_embedder("hashing"), HashingEmbedder)
     assert make_embedder("hashing", dim=64, seed=2).name == "hashing-64-s2"
     assert isinstance(make_embedder("hashing", backend="torch"), HashingEmbedder)  # no backend
@@ -352,7 +352,12 @@ def test_make_embedder(tmp_path) -> None:
     assert isinstance(cached, CachedEmbedder)
     assert (cached.name, cached.dim) == ("all-MiniLM-L6-v2+openvino-f32", 384)
     assert cached.inner._model is None  # name and dim did not load the model
-    assert cached.inner.export_dir == tmp_path / "openvino"  # the export sits by the cache
+    # the export is the user's (one conversion for every project), not the cache's
+    assert cached.inner.export_dir is None
+    monkeypatch.setenv("SMARTVECTOR_CACHE_DIR", str(tmp_path / "user"))
+    assert cached.inner._export_root() == tmp_path / "user" / "openvino"
+    monkeypatch.delenv("SMARTVECTOR_CACHE_DIR")
+    assert cached.inner._export_root() == Path.home() / ".cache" / "smartvector" / "openvino"
     st = make_embedder("st", path=tmp_path / "m", backend="openvino", export_dir=tmp_path / "x")
     assert isinstance(st, SentenceTransformerEmbedder) and st.export_dir == tmp_path / "x"
     assert make_embedder("st", path=tmp_path).backend == "torch"
