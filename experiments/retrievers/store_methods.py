@@ -284,12 +284,15 @@ class OracleRetriever(StoreRetriever):
             raise ValueError("the oracle needs the gold query")
         s = self.store
         res = self._search(query, at, k, weights=SEMANTIC_ONLY, pool=max(1, len(s)))
-        ok = np.array([
-            not s.meta_of[r].get("injected", False)
-            and not any(contains_answer(s.texts[r], a) for a in gold.stale_answers)
-            for r in res.rows.tolist()], dtype=bool)
-        if not ok.any():
+        keep = []  # the k most similar current rows (ties by row), checked in that order
+        for i in np.lexsort((res.rows, -res.semantic)).tolist():
+            r = int(res.rows[i])
+            if not s.meta_of[r].get("injected", False) and not any(
+                    contains_answer(s.texts[r], a) for a in gold.stale_answers):
+                keep.append(i)
+                if len(keep) == k:
+                    break
+        if not keep:
             return Ranking([], float("nan"))
-        sub = np.flatnonzero(ok)
-        order = sub[np.lexsort((res.rows[sub], -res.semantic[sub]))][:k]
+        order = np.array(keep, dtype=np.int64)
         return Ranking(self._hits(res, order, res.semantic), clip01(res.semantic[order[0]]))
