@@ -16,6 +16,7 @@ on its own copy of stdout and sends everything else libraries print to stderr.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import select
@@ -27,6 +28,34 @@ from typing import Any, TextIO
 
 #: how long to wait for the child to end after the run is done with it
 _END_TIMEOUT = 60.0
+#: a child started at the run's first line (:func:`prespawn`), not yet given settings
+_PRESPAWNED: subprocess.Popen | None = None
+
+
+def _spawn() -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "experiments.log_worker"], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent)
+
+
+def prespawn() -> None:
+    """Start the child now, before the run's own imports, so that it loads MLflow while the
+    run loads everything else. The run gives it work (:class:`BackgroundLogger`) or, if it
+    turns out not to need it (a sweep, MLflow off, a bad configuration), it is killed at
+    exit or by :func:`discard_prespawned`; it touches no store before it has settings."""
+    global _PRESPAWNED
+    if _PRESPAWNED is None:
+        _PRESPAWNED = _spawn()
+        atexit.register(discard_prespawned)
+
+
+def discard_prespawned() -> None:
+    """Kill a prespawned child that was given no work (it has done nothing but import)."""
+    global _PRESPAWNED
+    proc, _PRESPAWNED = _PRESPAWNED, None
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait()
 
 
 class BackgroundLogger:
@@ -42,10 +71,9 @@ class BackgroundLogger:
         settings = {"tracking_uri": tracking_uri, "experiment": experiment,
                     "artifact_location": str(artifact_location),
                     "config_fingerprint": config_fingerprint, "skip_finished": skip_finished}
+        global _PRESPAWNED
         self.tracking_uri = tracking_uri
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "experiments.log_worker"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent)
+        self._proc, _PRESPAWNED = (_PRESPAWNED or _spawn()), None
         self._status: dict[str, Any] | None = None
         self._logging = False
         self._send(settings)
@@ -181,6 +209,8 @@ def main() -> int:
     """The child: answers on a private copy of stdout; everything printed goes to stderr."""
     answer = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    import mlflow  # noqa: F401 - the slow part, before the settings arrive
+
     from .resilience import sigterm_as_interrupt
 
     try:

@@ -7,6 +7,11 @@ compact table. Sweeps: ``python -m experiments.run -m seed=0,1,2``.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # a command-line run: MLflow's process starts loading right away
+    from experiments.log_worker import prespawn
+
+    prespawn()
+
 import dataclasses
 import json
 import sys
@@ -37,7 +42,7 @@ from .config import build_frozen, method_store_config, register
 from .corpora.registry import config_of, get_kind
 from .dataset import Dataset, DatasetError, load_dataset
 from .evaluate import method_metrics, paired_tests, timing_metrics
-from .log_worker import BackgroundLogger
+from .log_worker import BackgroundLogger, discard_prespawned
 from .memo import MemoEmbedder
 from .metrics import RELIABILITY_PLOT, plot_predictions_reliability
 from .reembed import edit_costs
@@ -429,6 +434,7 @@ def _run(cfg: DictConfig, settings: Settings) -> float | None:
             and HydraConfig.get().mode == RunMode.RUN):
         return _run_logging_in_background(cfg, settings, out_dir, cfg_fp, uri,
                                           artifact_location)
+    discard_prespawned()
     if cfg.mlflow.enabled and cfg.mlflow.skip_finished:
         # the quick test first (one search per worker process): a finished configuration
         # is skipped before any model, tracker or dataset work
