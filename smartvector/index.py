@@ -322,7 +322,7 @@ class HnswIndex:
         hnswlib finds fewer than ``k``: check the labels' dtype."""
         self._index.set_ef(max(self.ef_search, k))
         try:
-            return self._index.knn_query(queries, k=k, num_threads=self.num_threads)
+            return self._index.knn_query(queries, k, self.num_threads)  # (keywords cost ~0.4 us)
         except RuntimeError:
             return self.search(queries, k)
 

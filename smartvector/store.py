@@ -43,9 +43,12 @@ from .vector import (
 )
 
 _FETCH_MARGIN = 1.25  # first fetch = n / (estimated visible share) * margin
+_FLUSH_ACCESSES = 512  # searches whose access events are queued at most (see store.events)
 _STATUS = tuple(Status)
+_new, _set = object.__new__, object.__setattr__
 _NO_COUNTS = np.empty((4, 0), np.float64)  # kernels: "read the columns' current counts"
 _NO_EDGES = np.empty(0, np.int64)
+_U64 = np.dtype(np.uint64)  # hnswlib's label dtype
 
 
 @dataclass
@@ -102,6 +105,18 @@ class SearchResult:
         ]
 
 
+def _result(store: SmartVectorStore, at: float, pool: int, rows: np.ndarray, sig: np.ndarray,
+            status: np.ndarray) -> SearchResult:
+    """``SearchResult(store, at, pool, rows, *sig, status)`` for a kernel's (5, m) signals
+    (score, semantic, temporal, confidence, relational), without the frozen ``__init__``'s
+    ten ``object.__setattr__`` calls (~0.7 us of a query)."""
+    r = _new(SearchResult)
+    _set(r, "__dict__", {"store": store, "at": at, "pool": pool, "rows": rows, "score": sig[0],
+                         "semantic": sig[1], "temporal": sig[2], "confidence": sig[3],
+                         "relational": sig[4], "status": status})
+    return r
+
+
 class SmartVectorStore(Ingestion):
     """Self-aware vectors over a real embedding model and an ANN (or exact) index."""
 
@@ -123,7 +138,8 @@ class SmartVectorStore(Ingestion):
         self.doc_of: list[str] = []
         self.source_of: list[tuple[str, str, str]] = []  # (type, name, author)
         self.meta_of: list[dict] = []
-        self.events: dict[int, list[Event]] = {}
+        self._events: dict[int, list[Event]] = {}
+        self._pending_access: list[tuple[list[int], float]] = []  # see :attr:`events`
         self.counts = CountLog()  # the counting events' running totals (for time travel)
         self.docs: dict[str, DocState] = {}
         self.pending_ripple: list[int] = []
@@ -134,6 +150,39 @@ class SmartVectorStore(Ingestion):
     # ------------------------------------------------------------------ basics
     def __len__(self) -> int:
         return len(self.ids)
+
+    @property
+    def events(self) -> dict[int, list[Event]]:
+        """Each vector's events (row -> list, oldest first).
+
+        The access events of searches are first queued (a row list and a time per call:
+        appending them to scattered lists while the query runs costs ~3 us of cache misses)
+        and appended here, in order, whenever this is read or assigned (so before any other
+        event) or after ``_FLUSH_ACCESSES`` calls."""
+        if self._pending_access:
+            self._flush_access()
+        return self._events
+
+    @events.setter
+    def events(self, value: dict[int, list[Event]]) -> None:
+        if self._pending_access:
+            self._flush_access()
+        self._events = value
+
+    def _flush_access(self) -> None:
+        """Append the queued access events (one immutable event serves every row of a call,
+        and the next calls at the same time, but not at 0.0, which equals -0.0)."""
+        events, pending, ev = self._events, self._pending_access, None
+        self._pending_access = []
+        for rows, t in pending:
+            if ev is None or ev.at != t or not t:
+                ev = Event(t, "access")
+            for r in rows:
+                evs = events.get(r)
+                if evs is None:
+                    events[r] = [ev]
+                else:
+                    evs.append(ev)
 
     def reindex_ids(self) -> None:
         """Rebuild the id -> row map from ``ids`` (after loading)."""
@@ -245,7 +294,9 @@ class SmartVectorStore(Ingestion):
         """``n`` / the visible share x a margin, and at least the index's ``ef_search`` (an
         HNSW search explores that many rows whatever ``k``, and its first ``k`` results are
         the same: asking for them all costs nothing and spares most second searches)."""
-        share = self.visible_share(t, lifecycle)
+        share = self._share_cache.get((t, lifecycle, len(self.columns)))  # visible_share's
+        if share is None:
+            share = self.visible_share(t, lifecycle)
         fetch = n if share >= 1 else int(n * _FETCH_MARGIN / max(share, 1 / 64)) + 1
         return min(total, max(fetch, getattr(self.index, "ef_search", 0)))
 
@@ -259,7 +310,7 @@ class SmartVectorStore(Ingestion):
         if q.shape[1] != self.index.dim:  # the kernel checks the values (first_visible)
             raise ValueError(f"expected vectors of shape (n, {self.index.dim}), got {q.shape}")
         labels, values = raw(q, fetch)
-        if labels.dtype == np.uint64:  # hnswlib's labels and distances
+        if labels.dtype == _U64:  # hnswlib's labels and distances
             return labels.view(np.int64), values, True  # (labels < 2^63: same numbers)
         return labels, values, False
 
@@ -347,7 +398,7 @@ class SmartVectorStore(Ingestion):
             return self.rank(self.candidates(vector, t, n, lifecycle), weights, n)
         q = np.asarray(vector, dtype=np.float32).reshape(1, -1)
         fetch = self._first_fetch(t, n, lifecycle, total)
-        return self._ranked(q, t, n, k, fetch, self._index_search(q, fetch), weights,
+        return self._ranked(q, t, n, k, fetch, total, self._index_search(q, fetch), weights,
                             lifecycle, record)
 
     def search_batch(
@@ -389,7 +440,7 @@ class SmartVectorStore(Ingestion):
             labels, values, is_dist = self._index_search(Q[group], fetch)
             for j, i in enumerate(group):
                 first[i] = (labels[j:j + 1], values[j:j + 1], is_dist)
-        return [self._ranked(Q[i:i + 1], ts[i], n, k, fetches[i], first[i], weights,
+        return [self._ranked(Q[i:i + 1], ts[i], n, k, fetches[i], total, first[i], weights,
                              lifecycle, record) for i in range(len(Q))]
 
     def _checked_pool(self, k: int, pool: int | None) -> int:
@@ -400,25 +451,26 @@ class SmartVectorStore(Ingestion):
             raise ValueError(f"pool must be an int >= 1, got {pool!r}")
         return int(pool)
 
-    def _ranked(self, q: np.ndarray, t: float, n: int, k: int, fetch: int,
+    def _ranked(self, q: np.ndarray, t: float, n: int, k: int, fetch: int, total: int,
                 first: tuple[np.ndarray, np.ndarray, bool], weights: ScoringWeights | None,
                 lifecycle: bool, record: bool) -> SearchResult:
-        """The ranked pool of one query given its first index result; records the accesses
-        of the best ``k`` if ``record``. The common case is one compiled call
-        (:func:`kernels.search_one`); widening, edges made after ``t`` and counts out of
-        time order take the general path (:meth:`_pool`, :meth:`rank`)."""
-        c, log = self.columns, self.counts
+        """The ranked pool of one query given its first index result (of ``fetch`` rows;
+        ``total`` is ``len(self.index)``); records the accesses of the best ``k`` if
+        ``record``. The common case is one compiled call (:func:`kernels.search_one`);
+        widening, edges made after ``t`` and counts out of time order take the general path
+        (:meth:`_pool`, :meth:`rank`)."""
+        c, log, n_rows = self.columns, self.counts, len(self.ids)
         access_k = min(k, n) if record else 0
-        log.reserve(len(self), access_k)
+        log.reserve(n_rows, access_k)
         code, ranked, sig, status, log_n = kernels.search_one(
             q[0], first[0][0], first[1][0], first[2], t, c.block("f8"), c.block("i4"),
-            lifecycle, n, fetch >= len(self.index), self._kernel_params(weights), log.head,
-            log.values, log.prev, access_k, len(self), log.n)
+            lifecycle, n, fetch >= total, self._kernel_params(weights), log.head,
+            log.values, log.prev, access_k, n_rows, log.n)
         if code == 0:
-            log.n = log_n
-            self._log_access(ranked[:access_k], t)
-            return SearchResult(self, t, n, ranked, sig[0], sig[1], sig[2], sig[3], sig[4],
-                                status)
+            if access_k:  # (else the log is unchanged)
+                log.n = log_n
+                self._log_access(ranked[:access_k], t)
+            return _result(self, t, n, ranked, sig, status)
         result = self.rank(self._pool(q, t, n, lifecycle, fetch, first), weights, n)
         if record:
             self.record_access(result.rows[:k], t)
@@ -450,8 +502,7 @@ class SmartVectorStore(Ingestion):
             ranked, sig, status, _ = kernels.rank(
                 rows, sem, t, c.block("f8"), c.block("i4"), np.stack(self._counts_at(rows, t)),
                 edges, params, log.head, log.values, log.prev)
-        return SearchResult(self, t, pool, ranked, sig[0], sig[1], sig[2], sig[3], sig[4],
-                            status)
+        return _result(self, t, pool, ranked, sig, status)
 
     def _kernel_params(self, weights: ScoringWeights | None) -> np.ndarray:
         """The scoring parameters packed for the kernels (cached per config and weights)."""
@@ -499,12 +550,13 @@ class SmartVectorStore(Ingestion):
         self._log_access(rows, t)
 
     def _log_access(self, rows: np.ndarray, t: float) -> None:
-        """The access events of ``rows`` (their counts are already recorded)."""
+        """The access events of ``rows`` (their counts are already recorded): queued, see
+        :attr:`events`."""
         if len(rows):
-            ev = Event(t, "access")  # immutable: one object serves every row
-            events = self.events
-            for r in rows.tolist():
-                events.setdefault(r, []).append(ev)
+            pending = self._pending_access
+            pending.append((rows.tolist(), t))  # (a copy: the caller may change ``rows``)
+            if len(pending) >= _FLUSH_ACCESSES:
+                self._flush_access()
 
     def feedback(self, vector_id: str, accepted: bool, at: TimeLike) -> float:
         """Record a user's acceptance or correction; returns the new live confidence."""
