@@ -44,6 +44,8 @@ def prespawn() -> None:
     turns out not to need it (a sweep, MLflow off, a bad configuration), it is killed at
     exit or by :func:`discard_prespawned`; it touches no store before it has settings."""
     global _PRESPAWNED
+    if {"-m", "--multirun"} & set(sys.argv[1:]):
+        return  # a sweep logs in its jobs' own processes
     if _PRESPAWNED is None:
         _PRESPAWNED = _spawn()
         atexit.register(discard_prespawned)
