@@ -72,7 +72,8 @@ class BackgroundLogger:
                  config_fingerprint: str, skip_finished: bool) -> None:
         settings = {"tracking_uri": tracking_uri, "experiment": experiment,
                     "artifact_location": str(artifact_location),
-                    "config_fingerprint": config_fingerprint, "skip_finished": skip_finished}
+                    "config_fingerprint": config_fingerprint, "skip_finished": skip_finished,
+                    "source": sys.argv[0]}  # MLflow's "source" of the runs: the command
         global _PRESPAWNED
         self.tracking_uri = tracking_uri
         self._proc, _PRESPAWNED = (_PRESPAWNED or _spawn()), None
@@ -220,6 +221,8 @@ def main() -> int:
             settings = json.loads(sys.stdin.readline() or "null")
             if settings is None:
                 return 0
+            if settings.get("source"):  # runs name the run's command, not this module
+                sys.argv[0] = settings["source"]
             return _serve(settings, sys.stdin, answer)
     except KeyboardInterrupt:  # Ctrl-C or the run's SIGTERM: runs in progress ended KILLED
         return 130

@@ -74,6 +74,9 @@ def test_the_child_logs_the_same_runs_as_the_run_itself(both) -> None:
              for n, r in (("child", cp), ("inproc", ip))}
     assert names["child"] == names["inproc"] >= {"reliability.png", "metrics.json"}
     assert (tmp / "child" / "reliability.png").stat().st_size > 10_000
+    # MLflow's source is the command in both cases
+    assert cp.data.tags["mlflow.source.name"] == ip.data.tags["mlflow.source.name"]
+    assert cp.data.tags["mlflow.source.name"].endswith("run.py")
     # who logged: another process for background logging, the run's own otherwise
     assert cp.data.tags["pid"] != str(got["child"][1])
     assert ip.data.tags["pid"] == str(got["inproc"][1])
