@@ -212,11 +212,11 @@ def main() -> int:
     """The child: answers on a private copy of stdout; everything printed goes to stderr."""
     answer = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    import mlflow  # noqa: F401 - the slow part, before the settings arrive
-
-    from .resilience import sigterm_as_interrupt
-
     try:
+        import mlflow  # noqa: F401 - the slow part, before the settings arrive
+
+        from .resilience import sigterm_as_interrupt
+
         with sigterm_as_interrupt():
             settings = json.loads(sys.stdin.readline() or "null")
             if settings is None:
