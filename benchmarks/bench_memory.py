@@ -104,7 +104,7 @@ def measure(store, log) -> dict:
     comp["columns_used"] = cols.nbytes()
     comp["columns_capacity_slack"] = sum(a.nbytes for a in cols._data.values()) - cols.nbytes()
     log_ = store.counts  # the counting events' running totals (time-travel lookups)
-    comp["count_log"] = log_.values.nbytes + log_.prev.nbytes + log_.head.nbytes
+    comp["count_log"] = log_.values.nbytes + log_.links.nbytes + log_.head.nbytes
     comp["index_label_set"] = deep_sizeof(store.index._labels, seen)
     log(f"  Python walk: {time.perf_counter() - t:.0f} s")
     raw = n * DIM * 4

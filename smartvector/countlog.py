@@ -4,11 +4,12 @@ Feedback (accepted / corrected), accesses and penalties (ripple, contradiction) 
 vector's confidence; a query in the past must count only those recorded by then. The event
 lists (``store.events``) say so but are Python objects; this log keeps, per counting event,
 the vector's totals after it (positive, negative, accesses, penalty) and its time, chained
-to the vector's previous counting event. Walking a vector's chain back from its latest event
-to the first one at or before ``t`` gives its totals as of ``t``, summed in the same order as
-a replay of its events. That holds while each vector's counting events arrive in time order;
-a vector that receives one out of order is marked (``head == -2``) and replayed from its
-event list instead.
+to the vector's previous counting event and, by a jump pointer, to one further back. Walking a
+vector's chain back from its latest event to the first one at or before ``t`` (in O(log n)
+steps: a vector accessed by every query has a long chain) gives its totals as of ``t``,
+summed in the same order as a replay of its events. That holds while each vector's counting
+events arrive in time order; a vector that receives one out of order is marked
+(``head == -2``) and replayed from its event list instead.
 """
 
 from __future__ import annotations
@@ -26,14 +27,20 @@ UNORDERED = -2
 
 class CountLog:
     """Growable arrays: ``values`` (5, events) = totals after each event and its time (row 4),
-    ``prev`` = the same vector's previous counting event (-1: none), ``head`` = each vector's
-    latest counting event (-1: none, -2: out of time order)."""
+    ``links`` (3, events) = the same vector's previous counting event (row 0, -1: none), a jump
+    pointer further back (row 1) and the event's depth in the vector's chain (row 2), ``head``
+    = each vector's latest counting event (-1: none, -2: out of time order)."""
 
     def __init__(self, rows: int = 0, capacity: int = 1024) -> None:
         self.n = 0
         self.values = np.zeros((5, max(1, capacity)), np.float64)
-        self.prev = np.full(max(1, capacity), -1, np.int64)
+        self.links = np.full((3, max(1, capacity)), -1, np.int64)
         self.head = np.full(max(1, rows, 1024), -1, np.int64)
+
+    @property
+    def prev(self) -> np.ndarray:
+        """Each event's previous event of the same vector (-1: none)."""
+        return self.links[0]
 
     def reserve(self, rows: int, events: int) -> None:
         """Room for ``rows`` vectors and ``events`` more events."""
@@ -42,13 +49,13 @@ class CountLog:
             grown[: len(self.head)] = self.head
             self.head = grown
         need = self.n + events
-        if need > len(self.prev):
-            cap = max(need, 2 * len(self.prev))
+        if need > self.links.shape[1]:
+            cap = max(need, 2 * self.links.shape[1])
             values = np.zeros((5, cap), np.float64)
             values[:, : self.n] = self.values[:, : self.n]
-            prev = np.full(cap, -1, np.int64)
-            prev[: self.n] = self.prev[: self.n]
-            self.values, self.prev = values, prev
+            links = np.full((3, cap), -1, np.int64)
+            links[:, : self.n] = self.links[:, : self.n]
+            self.values, self.links = values, links
 
     def add(self, row: int, at: float, kind: str, delta: float) -> None:
         """Record one event (ignored unless its kind counts)."""
@@ -57,7 +64,7 @@ class CountLog:
             return
         self.reserve(row + 1, 1)
         self.n = log_count(row, float(at), which, -delta if which == 3 else 1.0, self.head,
-                           self.values, self.prev, self.n)
+                           self.values, self.links, self.n)
 
     @classmethod
     def from_events(cls, rows: int, events: dict[int, Iterable]) -> CountLog:

@@ -161,7 +161,7 @@ def _rank_order(score, rows):
 
 
 @njit(cache=True)
-def _totals(rows, t, floats, ints, counts, head, log_values, log_prev):
+def _totals(rows, t, floats, ints, counts, head, log_values, log_links):
     """Positive, negative, accesses and penalty of each row as of ``t`` (one column per row):
     from ``counts`` when given, else from the columns, or for rows with events after ``t``
     from the count log (:mod:`smartvector.countlog`). ``ok`` is False when a row's log is out
@@ -179,8 +179,9 @@ def _totals(rows, t, floats, ints, counts, head, log_values, log_prev):
             if k == -2:
                 ok = False
                 break
-            while k >= 0 and log_values[4, k] > t:
-                k = log_prev[k]
+            while k >= 0 and log_values[4, k] > t:  # times fall along the chain
+                j = log_links[1, k]
+                k = j if j >= 0 and log_values[4, j] > t else log_links[0, k]
             for f in range(4):
                 out[f, i] = log_values[f, k] if k >= 0 else 0.0
         else:
@@ -192,7 +193,7 @@ def _totals(rows, t, floats, ints, counts, head, log_values, log_prev):
 
 
 @njit(cache=True)
-def rank(rows, sem, t, floats, ints, counts, edges, params, head, log_values, log_prev):
+def rank(rows, sem, t, floats, ints, counts, edges, params, head, log_values, log_links):
     """Signals, score, order (score descending, then row) and status of a pool.
 
     ``counts`` (positive, negative, accesses, penalty as of ``t``; one column per row) and
@@ -201,7 +202,7 @@ def rank(rows, sem, t, floats, ints, counts, edges, params, head, log_values, lo
     temporal, confidence and relational in that order, the rows' status codes, and False
     (with nothing ranked) if a row's counts must be replayed from its events."""
     m = rows.shape[0]
-    tot, ok = _totals(rows, t, floats, ints, counts, head, log_values, log_prev)
+    tot, ok = _totals(rows, t, floats, ints, counts, head, log_values, log_links)
     if not ok:
         return rows[:0], np.empty((5, 0), np.float64), np.empty(0, np.int8), False
     sig = np.empty((5, m), np.float64)
@@ -266,10 +267,14 @@ def rank(rows, sem, t, floats, ints, counts, edges, params, head, log_values, lo
 
 
 @njit(cache=True)
-def log_count(row, at, which, amount, head, values, prev, n):
+def log_count(row, at, which, amount, head, values, links, n):
     """Append one counting event of ``row`` to the count log (:mod:`smartvector.countlog`):
     total ``which`` grows by ``amount``; a row whose events arrive out of time order is
-    marked -2 instead. Room for the event is reserved by the caller; returns the new length."""
+    marked -2 instead. ``links`` holds each event's previous event of its row (row 0), a jump
+    pointer further back (row 1) and its depth in the row's chain (row 2): the jump pointers
+    (Myers' skew-binary scheme) make the search for "the last event at or before t" take
+    O(log n) steps on a chain of n events. Room for the event is reserved by the caller;
+    returns the new length."""
     k = head[row]
     if k == -2:
         return n
@@ -280,13 +285,23 @@ def log_count(row, at, which, amount, head, values, prev, n):
         values[f, n] = values[f, k] if k >= 0 else 0.0
     values[which, n] += amount
     values[4, n] = at
-    prev[n] = k
+    links[0, n] = k
+    if k < 0:
+        links[1, n] = -1
+        links[2, n] = 0
+    else:
+        j = links[1, k]
+        jj = links[1, j] if j >= 0 else -1
+        depth_j = links[2, j] if j >= 0 else -1
+        depth_jj = links[2, jj] if jj >= 0 else -1
+        links[1, n] = jj if links[2, k] - depth_j == depth_j - depth_jj else k
+        links[2, n] = links[2, k] + 1
     head[row] = n
     return n + 1
 
 
 @njit(cache=True)
-def record_access(rows, t, n, floats, ints, head, log_values, log_prev, log_n):
+def record_access(rows, t, n, floats, ints, head, log_values, log_links, log_n):
     """Count one access of each row at ``t``, in the columns and the count log (room for
     one event per row reserved by the caller, and ``head`` covering every row); returns the
     log's new length, or -1 (nothing changed) if a row is not in ``[0, n)``."""
@@ -295,7 +310,7 @@ def record_access(rows, t, n, floats, ints, head, log_values, log_prev, log_n):
             return -1
     for i in range(rows.shape[0]):
         r = rows[i]
-        log_n = log_count(r, t, 2, 1.0, head, log_values, log_prev, log_n)
+        log_n = log_count(r, t, 2, 1.0, head, log_values, log_links, log_n)
         ints[r, ACC] += 1
         floats[r, LAST_ACCESSED] = t
         if t > floats[r, LAST_EVENT]:
@@ -305,7 +320,7 @@ def record_access(rows, t, n, floats, ints, head, log_values, log_prev, log_n):
 
 @njit(cache=True)
 def search_one(query, labels, sims, from_distance, t, floats, ints, lifecycle, n, seen_all,
-               params, head, log_values, log_prev, access_k, n_rows, log_n):
+               params, head, log_values, log_links, access_k, n_rows, log_n):
     """:func:`first_visible`, :func:`rank` and :func:`record_access` (of the best
     ``access_k``) in one call, for the common case. Returns a code and the ranked pool:
     0 done; 1 too few visible rows fetched (and ``seen_all`` False: widen the search);
@@ -323,12 +338,12 @@ def search_one(query, labels, sims, from_distance, t, floats, ints, lifecycle, n
     if late_ed:
         return 2, no_rows, no_sig, no_status, log_n
     ranked, sig, status, ok = rank(rows, sem, t, floats, ints, np.empty((4, 0), np.float64),
-                                   np.empty(0, np.int64), params, head, log_values, log_prev)
+                                   np.empty(0, np.int64), params, head, log_values, log_links)
     if not ok:
         return 2, no_rows, no_sig, no_status, log_n
     if access_k > 0:
         log_n = record_access(ranked[:access_k], t, n_rows, floats, ints, head, log_values,
-                              log_prev, log_n)
+                              log_links, log_n)
     return 0, ranked, sig, status, log_n
 
 

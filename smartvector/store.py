@@ -465,7 +465,7 @@ class SmartVectorStore(Ingestion):
         code, ranked, sig, status, log_n = kernels.search_one(
             q[0], first[0][0], first[1][0], first[2], t, c.block("f8"), c.block("i4"),
             lifecycle, n, fetch >= total, self._kernel_params(weights), log.head,
-            log.values, log.prev, access_k, n_rows, log.n)
+            log.values, log.links, access_k, n_rows, log.n)
         if code == 0:
             if access_k:  # (else the log is unchanged)
                 log.n = log_n
@@ -497,11 +497,11 @@ class SmartVectorStore(Ingestion):
         log, params = self.counts, self._kernel_params(weights)
         ranked, sig, status, ok = kernels.rank(rows, sem, t, c.block("f8"), c.block("i4"),
                                                _NO_COUNTS, edges, params, log.head,
-                                               log.values, log.prev)
+                                               log.values, log.links)
         if not ok:  # a row's counting events came out of time order: replay its events
             ranked, sig, status, _ = kernels.rank(
                 rows, sem, t, c.block("f8"), c.block("i4"), np.stack(self._counts_at(rows, t)),
-                edges, params, log.head, log.values, log.prev)
+                edges, params, log.head, log.values, log.links)
         return _result(self, t, pool, ranked, sig, status)
 
     def _kernel_params(self, weights: ScoringWeights | None) -> np.ndarray:
@@ -543,7 +543,7 @@ class SmartVectorStore(Ingestion):
         c, log = self.columns, self.counts
         log.reserve(len(self), len(rows))
         n = kernels.record_access(rows, t, len(self), c.block("f8"), c.block("i4"), log.head,
-                                  log.values, log.prev, log.n)
+                                  log.values, log.links, log.n)
         if n < 0:
             raise IndexError(f"row out of range for a store of {len(self)} vectors")
         log.n = n

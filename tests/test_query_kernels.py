@@ -243,3 +243,43 @@ def test_search_batch_refuses_bad_shapes():
         store.search_batch(np.ones((2, DIM)), [T0, T0, T0])
     with pytest.raises(ValueError, match="pool must be"):
         store.search_batch(np.ones((2, DIM)), T0, pool=0)
+
+
+def test_count_log_jump_pointers_find_totals_in_log_steps():
+    """A vector counted thousands of times (an often retrieved chunk): "as of t" lookups
+    follow jump pointers, O(log n) steps, and find what a step-by-step walk finds."""
+    from smartvector import kernels
+
+    rng = np.random.default_rng(7)
+    log = CountLog(rows=3)
+    times = np.sort(rng.uniform(0, 1000, 3000)).round(0)  # many equal times too
+    kinds = rng.choice(["access", "accepted", "corrected", "ripple"], len(times),
+                       p=[0.85, 0.05, 0.05, 0.05])
+    for at, kind in zip(times.tolist(), kinds.tolist(), strict=True):
+        log.add(1, at, kind, -0.1)
+        log.add(2, at + 0.5, "access", 0.0)
+    links = log.links
+
+    def walk(r: int, t: float, jumps: bool) -> tuple[int, int]:
+        k, steps = int(log.head[r]), 0
+        while k >= 0 and log.values[4, k] > t:
+            j = int(links[1, k])
+            k = j if jumps and j >= 0 and log.values[4, j] > t else int(links[0, k])
+            steps += 1
+        return k, steps
+
+    floats = np.full((3, len(kernels.FIELDS)), np.inf)  # every row: events after any t
+    ints = np.zeros((3, len(kernels.FIELDS)), np.int32)
+    queries = np.concatenate([[-1.0, 0.0, 0.5, 999.5, 1000.0, 2000.0],
+                              rng.uniform(-5, 1005, 300), rng.choice(times, 50)])
+    for t in queries.tolist():
+        for r in (1, 2):
+            linear, n_linear = walk(r, t, jumps=False)
+            fast, n_fast = walk(r, t, jumps=True)
+            assert fast == linear
+            assert n_fast <= 4 * np.log2(3000) + 4  # ~47, where the linear walk takes up to 3000
+            tot, ok = kernels._totals(np.array([r]), t, floats, ints, np.empty((4, 0)),
+                                      log.head, log.values, links)
+            expect = np.zeros(4) if linear < 0 else log.values[:4, linear]
+            assert ok and np.array_equal(tot[:, 0], expect)
+    assert max(walk(1, t, jumps=False)[1] for t in (-1.0, 10.0)) > 2900  # the chain is long
