@@ -145,38 +145,17 @@ class BackgroundLogger:
             self._proc.stdout.close()
 
 
-def _open(settings: dict[str, Any]) -> tuple[dict[str, Any], Any]:
-    """Open the store: the first answer and the tracker (None unless ``ready``)."""
-    from .tracking import apply_http_defaults, finished_configurations, one_line, open_tracker
-
-    uri, experiment = settings["tracking_uri"], settings["experiment"]
-    fp, skip = settings["config_fingerprint"], settings["skip_finished"]
-    apply_http_defaults()
-    if skip:  # the quick test first: a finished configuration needs no tracker
-        done = (finished_configurations(uri, experiment) or {}).get(fp)
-        if done:
-            return {"state": "finished", "run_id": done}, None
-    tracker, offline = open_tracker(uri, experiment, Path(settings["artifact_location"]))
-    if offline:
-        return {"state": "offline", "reason": offline}, None
-    if skip:
-        try:
-            done = tracker.finished_run(fp)
-        except Exception as e:  # noqa: BLE001 - the store failed: run, log later
-            return {"state": "offline", "reason": f"cannot query {uri}: {one_line(e)}"}, None
-        if done:
-            return {"state": "finished", "run_id": done}, None
-    return {"state": "ready", "reaped": list(tracker.reaped)}, tracker
-
-
 def _serve(settings: dict[str, Any], commands: TextIO, answer: TextIO) -> int:
-    from .tracking import log_output_dir, mark_failed, one_line
+    from .tracking import log_output_dir, mark_failed, one_line, open_for_run
 
     def reply(message: dict[str, Any]) -> None:
         answer.write(json.dumps(message) + "\n")
         answer.flush()
 
-    status, tracker = _open(settings)
+    status, tracker = open_for_run(
+        settings["tracking_uri"], settings["experiment"],
+        Path(settings["artifact_location"]), settings["config_fingerprint"],
+        settings["skip_finished"])
     reply(status)
     if tracker is None:
         return 0

@@ -53,16 +53,14 @@ from .retrievers.qdrant import MissingExtraError
 from .tracking import (
     Terminated,
     Tracker,
-    apply_http_defaults,
     artifact_location_for,
     fingerprint,
-    finished_configurations,
     flatten,
     git_commit,
     log_output_dir,
     mark_failed,
     one_line,
-    open_tracker,
+    open_for_run,
     package_versions,
     resolve_tracking_uri,
     sigterm_as_interrupt,
@@ -435,32 +433,16 @@ def _run(cfg: DictConfig, settings: Settings) -> float | None:
         return _run_logging_in_background(cfg, settings, out_dir, cfg_fp, uri,
                                           artifact_location)
     discard_prespawned()
-    if cfg.mlflow.enabled and cfg.mlflow.skip_finished:
-        # the quick test first (one search per worker process): a finished configuration
-        # is skipped before any model, tracker or dataset work
-        apply_http_defaults()
-        done = (finished_configurations(uri, cfg.mlflow.experiment) or {}).get(cfg_fp)
+    tracker, offline = None, None
+    if cfg.mlflow.enabled:
+        status, tracker = open_for_run(uri, cfg.mlflow.experiment, artifact_location, cfg_fp,
+                                       cfg.mlflow.skip_finished)
+        done = _announce(status)
         if done:
             _print_skipped(cfg, cfg_fp, done)
             return None
+        offline = status.get("reason")
     prefetch_model(cfg)
-    tracker, offline = None, None
-    if cfg.mlflow.enabled:
-        apply_http_defaults()
-        tracker, offline = open_tracker(uri, cfg.mlflow.experiment, artifact_location)
-        if offline:
-            print(f"warning: {offline}; running anyway, results are kept locally",
-                  file=sys.stderr)
-        elif tracker.reaped:
-            _print_reaped(tracker.reaped)
-        if tracker is not None and cfg.mlflow.skip_finished:
-            try:
-                done = tracker.finished_run(cfg_fp)
-            except Exception as e:  # noqa: BLE001 - the store failed: run, log later
-                tracker, offline, done = None, f"cannot query {uri}: {one_line(e)}", None
-            if done:
-                _print_skipped(cfg, cfg_fp, done)
-                return None
     metrics = _evaluate(cfg, settings, out_dir)
     _report(cfg, settings, metrics, out_dir, cfg_fp, uri, artifact_location)
     error = metrics.get("error")
@@ -494,14 +476,9 @@ def _run_logging_in_background(cfg: DictConfig, settings: Settings, out_dir: Pat
             status = logger.status(wait=wait)
             if status is None:
                 return None
-            if not reported:
-                reported = True
-                if status["state"] == "offline":
-                    print(f"warning: {status['reason']}; running anyway, results are kept "
-                          "locally", file=sys.stderr)
-                elif status.get("reaped"):
-                    _print_reaped(status["reaped"])
-            return status["run_id"] if status["state"] == "finished" else None
+            done = _announce(status) if not reported else status.get("run_id")
+            reported = True
+            return done
 
         def stop(wait: bool) -> None:
             if finished(wait=wait and cfg.mlflow.skip_finished):
@@ -571,9 +548,17 @@ def _finish(metrics: dict[str, Any], out_dir: Path, uri: str,
     return float(top["quality"]["top1_accuracy"])
 
 
-def _print_reaped(reaped: list[str]) -> None:
-    print(f"note: marked {len(reaped)} MLflow run(s) KILLED whose process on this host is "
-          f"gone: {', '.join(reaped)}", file=sys.stderr)
+def _announce(status: dict[str, Any]) -> str | None:
+    """Say what opening the store found (:func:`tracking.open_for_run`): runs reaped, a store
+    that cannot be used; returns the finished run's id, if the configuration has one."""
+    reaped = status.get("reaped")
+    if reaped:
+        print(f"note: marked {len(reaped)} MLflow run(s) KILLED whose process on this host is "
+              f"gone: {', '.join(reaped)}", file=sys.stderr)
+    if status["state"] == "offline":
+        print(f"warning: {status['reason']}; running anyway, results are kept locally",
+              file=sys.stderr)
+    return status.get("run_id") if status["state"] == "finished" else None
 
 
 def _print_skipped(cfg: DictConfig, cfg_fp: str, run_id: str) -> None:

@@ -413,6 +413,36 @@ def open_tracker(tracking_uri: str, experiment: str,
             f"cannot use MLflow store {tracking_uri}: {one_line(e)}"
 
 
+def open_for_run(tracking_uri: str, experiment: str, artifact_location: Path,
+                 config_fingerprint: str, skip_finished: bool
+                 ) -> tuple[dict[str, Any], Tracker | None]:
+    """What a run needs from the store before it logs: ``(status, tracker)``.
+
+    ``status["state"]`` is ``finished`` (with ``skip_finished``, the configuration already has
+    a FINISHED run: ``run_id``), ``offline`` (the store cannot be used: ``reason``) or
+    ``ready`` (``reaped``: runs marked KILLED on opening); the tracker is None unless
+    ``ready``. The quick test (:func:`finished_configurations`) comes first, so that a
+    finished configuration opens no tracker."""
+    apply_http_defaults()
+    if skip_finished:
+        done = (finished_configurations(tracking_uri, experiment) or {}).get(config_fingerprint)
+        if done:
+            return {"state": "finished", "run_id": done}, None
+    tracker, offline = open_tracker(tracking_uri, experiment, artifact_location)
+    if tracker is None:
+        return {"state": "offline", "reason": offline}, None
+    reaped = list(tracker.reaped)
+    if skip_finished:
+        try:
+            done = tracker.finished_run(config_fingerprint)
+        except Exception as e:  # noqa: BLE001 - the store failed: run, log later
+            return {"state": "offline", "reaped": reaped,
+                    "reason": f"cannot query {tracking_uri}: {one_line(e)}"}, None
+        if done:
+            return {"state": "finished", "run_id": done, "reaped": reaped}, None
+    return {"state": "ready", "reaped": reaped}, tracker
+
+
 #: Per process: ``(tracking URI, experiment)`` -> the finished configurations read from the
 #: store (``None``: the store could not answer that query; callers fall back to
 #: :meth:`Tracker.finished_run`).
