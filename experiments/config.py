@@ -164,6 +164,10 @@ class RunConfig:
     plots: PlotsConfig = field(default_factory=PlotsConfig)
     n_boot: int = 2000
     query_split: str = "all"
+    #: processes that replay the methods side by side (forked from the run's process):
+    #: 0 = one per core in a single run and 1 in a sweep, whose jobs already share the
+    #: cores. Changes no result (not part of the configuration fingerprint).
+    method_workers: int = 0
 
 
 def register() -> None:

@@ -18,6 +18,7 @@ import sys
 import uuid
 import warnings
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ from .dataset import Dataset, DatasetError, load_dataset
 from .evaluate import method_metrics, paired_tests, timing_metrics
 from .log_worker import BackgroundLogger, discard_prespawned
 from .memo import MemoEmbedder
+from .method_pool import map_methods, workers_for
 from .metrics import RELIABILITY_PLOT, plot_predictions_reliability
 from .reembed import edit_costs
 from .replay import Schedule, grade_run, replay, run_rows
@@ -72,7 +74,7 @@ register()
 
 #: Keys that do not change results (excluded from the configuration fingerprint, so a
 #: finished configuration is recognised whatever they are set to).
-_NOT_RESULTS = ("mlflow", "plots")
+_NOT_RESULTS = ("mlflow", "plots", "method_workers")
 
 
 class ConfigError(ValueError):
@@ -236,38 +238,57 @@ def evaluate_run(cfg: DictConfig, settings: Settings, out_dir: Path,
     qvecs = dict(zip([q.id for q in ds.queries],
                      embedder.encode([q.text for q in ds.queries]), strict=True))
     ctx = Context(embedder, settings.store, cfg.protocol.index)
-    frames, runs, results, recorded = [], [], {}, {}
-    error: dict[str, str] | None = None
-    for name in tqdm(list(settings.methods), desc="methods", unit="method", file=sys.stderr):
-        if stop is not None:
-            stop(False)
+
+    def replay_method(name: str) -> dict[str, Any]:
+        """One method's replay, graded and scored (picklable: it may run in a worker
+        process)."""
         try:
             retriever = make_retriever(name, settings.methods[name], ctx)
-            recorded[name] = retriever.recorded_params
             res = replay(ds, retriever, qvecs, k=cfg.protocol.k, schedule=settings.schedule,
                          mode=cfg.protocol.mode, feedback_rate=cfg.protocol.feedback_rate,
                          seed=cfg.seed)
+            pred = pd.DataFrame(grade_run(ds, res))
+            return {"params": retriever.recorded_params, "predictions": pred,
+                    "quality": method_metrics(pred, seed=cfg.seed, n_boot=cfg.n_boot),
+                    "run": run_rows(res), "timing": timing_metrics(res),
+                    "vectors": res.n_vectors}
         except Exception as e:  # noqa: BLE001 - keep what finished, then fail the run
-            error = {"phase": f"method {name}", "message": one_line(e)}
-            break
-        results[name] = res
-        frames.append(pd.DataFrame(grade_run(ds, res)))
-        runs.append(pd.DataFrame(run_rows(res)))
-    done = list(results)
+            return {"error": one_line(e)}
+
+    names = list(settings.methods)
+    slow = [n for n in names if make_params(n, settings.methods[n])[0].starts_slowly]
+    single_run = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.RUN
+    workers = workers_for(cfg.method_workers, single_run, len(names))
+    frames, runs, outcomes = [], [], {}
+    error: dict[str, str] | None = None
+    if stop is not None:
+        stop(False)
+    with (tqdm(total=len(names), desc="methods", unit="method", file=sys.stderr) as bar,
+          closing(map_methods(names, replay_method, workers, first=slow)) as replayed):
+        for name, out in replayed:
+            if stop is not None:
+                stop(False)
+            if "error" in out:
+                error = {"phase": f"method {name}", "message": out["error"]}
+                break
+            outcomes[name] = out
+            frames.append(out["predictions"])
+            runs.append(pd.DataFrame(out["run"]))
+            bar.update()
+    done = list(outcomes)
     pred = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["query_id", "method", "kind", "grade", "probability"])
     tests = paired_tests(pred) if frames else {}
     per_method = {}
     for name in done:
-        m = method_metrics(pred[pred["method"] == name], seed=cfg.seed, n_boot=cfg.n_boot)
-        m.update(tests.get(name, {}))
-        per_method[name] = {"quality": m, "timing": timing_metrics(results[name]),
-                            "params": recorded[name]}
+        m = {**outcomes[name]["quality"], **tests.get(name, {})}
+        per_method[name] = {"quality": m, "timing": outcomes[name]["timing"],
+                            "params": outcomes[name]["params"]}
     summary = ds.summary()
     corpus = {
         "documents": summary.get("documents"), "versions": summary.get("versions"),
         "queries": len(ds.queries), "injected": summary.get("injected"),
-        "vectors": results[done[0]].n_vectors if done else 0,
+        "vectors": outcomes[done[0]]["vectors"] if done else 0,
         "fingerprint": ds.fingerprint(),
     }
     reembed = {}
@@ -339,6 +360,9 @@ def _check_run_options(cfg: DictConfig) -> None:
     """Run-level values no library constructor sees (ValueError with a one-line message)."""
     if cfg.n_boot < 1:
         raise ValueError(f"n_boot must be >= 1, got {cfg.n_boot}")
+    if cfg.method_workers < 0:
+        raise ValueError(f"method_workers must be >= 0 (0: one per core in a single run, 1 "
+                         f"in a sweep), got {cfg.method_workers}")
     r = cfg.reembed
     if r.n_edits < 0:
         raise ValueError(f"reembed.n_edits must be >= 0 (0 skips it), got {r.n_edits}")

@@ -75,6 +75,9 @@ class Retriever(ABC):
     time_aware: bool = True
     #: only the oracle: ``search`` receives the gold query
     needs_gold: bool = False
+    #: slow to start (imports a large client library): when a run replays its methods side
+    #: by side, this one starts first, so that it does not finish last
+    starts_slowly: bool = False
 
     def __init__(self, name: str, params: Any, ctx: Context) -> None:
         self.name, self.params, self.ctx = name, params, ctx

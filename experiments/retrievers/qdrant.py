@@ -58,6 +58,7 @@ class QdrantFilterRetriever(Retriever):
 
     Params = QdrantParams
     COLLECTION = "chunks"
+    starts_slowly = True  # importing qdrant-client takes ~0.6 s
 
     def __init__(self, name: str, params: QdrantParams, ctx: Context) -> None:
         super().__init__(name, params, ctx)

@@ -1,0 +1,80 @@
+"""Replay a run's methods in forked worker processes, so that a single run uses every core.
+
+The methods of one run are independent (each builds its own store from the shared, memoised
+embeddings), so they can run side by side. The workers are forked from the run's process
+after the corpus and its embeddings are loaded: they start in milliseconds and share those
+pages instead of loading them again. Forking is only safe while no model runtime (torch,
+OpenVINO) has started its thread pool in this process, so a run that embedded with the model
+just now replays its methods one after another (see :func:`can_fork`).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import sys
+from collections.abc import Callable, Collection, Iterator, Sequence
+from typing import Any
+
+#: modules whose runtime keeps thread pools that do not survive ``fork``
+_FORK_UNSAFE = ("torch", "openvino", "onnxruntime")
+
+_work: Callable[[str], Any] | None = None  # set before forking; the workers inherit it
+
+
+def workers_for(setting: int, single_run: bool, n_methods: int) -> int:
+    """How many processes replay the methods: ``setting`` if positive, else one per core in
+    a single run and 1 in a sweep (whose jobs already share the cores); never more than
+    there are methods."""
+    if setting < 0:
+        raise ValueError(f"method_workers must be >= 0 (0: automatic), got {setting}")
+    n = setting or ((os.cpu_count() or 1) if single_run else 1)
+    return max(1, min(n, n_methods))
+
+
+def can_fork() -> bool:
+    """Whether worker processes can be forked from this one: on a platform with ``fork``
+    and with no model runtime imported (its threads would be missing in the children)."""
+    return ("fork" in multiprocessing.get_all_start_methods()
+            and not any(m in sys.modules for m in _FORK_UNSAFE))
+
+
+def map_methods(names: Sequence[str], work: Callable[[str], Any], workers: int,
+                first: Collection[str] = ()) -> Iterator[tuple[str, Any]]:
+    """``(name, work(name))`` for every (unique) name, in order. With ``workers`` > 1 (and
+    :func:`can_fork`), ``work`` runs in that many forked processes, each taking the next
+    method when it is free, the methods in ``first`` (slow to start) before the others;
+    its results must pickle. Leaving the iteration early (a ``break``, ``close()`` or an
+    exception in the consumer) stops the workers."""
+    if workers <= 1 or len(names) <= 1 or not can_fork():
+        for name in names:
+            yield name, work(name)
+        return
+    global _work
+    _work = work
+    order = sorted(names, key=lambda n: n not in first)  # stable: the rest keep their order
+    try:
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(workers, initializer=_quiet_worker) as pool:
+            arrived: dict[str, Any] = {}
+            pending = iter(names)
+            want = next(pending)
+            for name, result in pool.imap_unordered(_call, order, chunksize=1):
+                arrived[name] = result
+                while want in arrived:
+                    yield want, arrived.pop(want)
+                    want = next(pending, None)
+    finally:
+        _work = None
+
+
+def _call(name: str) -> tuple[str, Any]:
+    assert _work is not None
+    return name, _work(name)
+
+
+def _quiet_worker() -> None:
+    """The run's process handles Ctrl-C and SIGTERM and stops the workers itself."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)

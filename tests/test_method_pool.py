@@ -1,0 +1,157 @@
+"""Methods replayed in forked worker processes: same results, in order, workers stopped."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from experiments import method_pool
+from experiments import run as runner
+
+ROOT = Path(__file__).resolve().parents[1]
+FAST = ["embedder=hashing", "reembed.n_edits=20", "n_boot=200"]
+
+needs_fork = pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(),
+                                reason="no fork on this platform")
+
+
+@pytest.fixture
+def forkable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fork even if another test imported torch here: these workers never touch it."""
+    monkeypatch.setattr(method_pool, "_FORK_UNSAFE", ())
+
+
+def _cfg(*overrides: str):
+    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def _square_with_pid(name: str) -> tuple[int, int]:
+    if name == "slow":
+        time.sleep(0.2)  # finishes after the next one: results must still come in order
+    return len(name) ** 2, os.getpid()
+
+
+def test_workers_for() -> None:
+    cores = os.cpu_count() or 1
+    assert method_pool.workers_for(0, single_run=True, n_methods=100) == cores
+    assert method_pool.workers_for(0, single_run=False, n_methods=100) == 1
+    assert method_pool.workers_for(3, single_run=False, n_methods=100) == 3
+    assert method_pool.workers_for(8, single_run=True, n_methods=2) == 2
+    assert method_pool.workers_for(0, single_run=True, n_methods=0) == 1
+    with pytest.raises(ValueError, match="method_workers must be >= 0"):
+        method_pool.workers_for(-1, single_run=True, n_methods=3)
+
+
+@needs_fork
+def test_results_in_order_from_other_processes(forkable: None) -> None:
+    names = ["slow", "a", "bb", "ccc", "dddd"]
+    got = list(method_pool.map_methods(names, _square_with_pid, workers=2))
+    assert [n for n, _ in got] == names
+    assert [v for _, (v, _) in got] == [16, 1, 4, 9, 16]
+    pids = {pid for _, (_, pid) in got}
+    assert os.getpid() not in pids and 1 <= len(pids) <= 2
+    assert not multiprocessing.active_children()
+
+
+def _start_time(name: str) -> float:
+    start = time.monotonic()  # one clock for every process
+    time.sleep(0.15)
+    return start
+
+
+@needs_fork
+def test_slow_starters_go_first_and_results_stay_in_order(forkable: None) -> None:
+    names = ["a", "b", "c", "d", "late"]
+    got = list(method_pool.map_methods(names, _start_time, workers=2, first={"late"}))
+    assert [n for n, _ in got] == names
+    start = dict(got)
+    assert start["late"] < start["c"] and start["late"] < start["d"]
+
+
+def test_one_worker_runs_in_this_process() -> None:
+    got = list(method_pool.map_methods(["a", "bb"], _square_with_pid, workers=1))
+    assert got == [("a", (1, os.getpid())), ("bb", (4, os.getpid()))]
+
+
+def test_no_fork_while_a_model_runtime_is_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "openvino", sys.modules["os"])  # any module object
+    assert not method_pool.can_fork()
+    got = list(method_pool.map_methods(["a", "bb"], _square_with_pid, workers=2))
+    assert {pid for _, (_, pid) in got} == {os.getpid()}
+
+
+@needs_fork
+def test_leaving_early_stops_the_workers(forkable: None) -> None:
+    results = method_pool.map_methods(["a", "slow", "b", "c"], _square_with_pid, workers=2)
+    assert next(results)[0] == "a"
+    results.close()
+    assert not multiprocessing.active_children()
+
+
+@needs_fork
+def test_parallel_run_equals_sequential(tmp_path: Path, forkable: None,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    methods = "methods=[plain_cosine,smartvector,time_weighted,bm25,hybrid_rrf]"
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    real = runner.replay
+
+    def replay(ds, retriever, *args, **kwargs):
+        (pids / retriever.name).write_text(str(os.getpid()))
+        return real(ds, retriever, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "replay", replay)
+    out = {}
+    for w in (1, 2):
+        cfg = _cfg(*FAST, methods, f"method_workers={w}")
+        out[w] = tmp_path / f"w{w}"
+        out[w].mkdir()
+        metrics = runner.evaluate_run(cfg, runner.validate(cfg), out[w])
+        used = {p.read_text() for p in pids.iterdir()}
+        assert (used == {str(os.getpid())}) == (w == 1)
+        for m in metrics["methods"].values():
+            assert m["timing"]["latency_p50_ms"] > 0
+    for f in ("predictions.csv", "run.csv"):
+        assert (out[1] / f).read_bytes() == (out[2] / f).read_bytes()
+    import json
+
+    a, b = (json.loads((out[w] / "metrics.json").read_text()) for w in (1, 2))
+    for m in a["methods"]:
+        assert a["methods"][m]["quality"] == b["methods"][m]["quality"]
+    assert list(a["methods"]) == list(b["methods"])
+    assert a["corpus"] == b["corpus"] and a["reembed"] == b["reembed"]
+
+
+@needs_fork
+def test_a_failing_method_in_a_worker_keeps_what_finished_before_it(
+        tmp_path: Path, forkable: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = _cfg(*FAST, "methods=[plain_cosine,smartvector,latest_only]", "method_workers=2")
+    real = runner.make_retriever
+
+    def failing(name, node, ctx):
+        if name == "smartvector":
+            raise RuntimeError("index exploded")
+        return real(name, node, ctx)
+
+    monkeypatch.setattr(runner, "make_retriever", failing)
+    metrics = runner.evaluate_run(cfg, runner.validate(cfg), tmp_path)
+    assert metrics["error"] == {"phase": "method smartvector", "message": "index exploded"}
+    assert set(metrics["methods"]) == {"plain_cosine"}  # latest_only came after the failure
+    assert not multiprocessing.active_children()
+
+
+def test_negative_workers_rejected_with_one_line() -> None:
+    with pytest.raises(runner.ConfigError, match="method_workers must be >= 0"):
+        runner.validate(_cfg(*FAST, "method_workers=-1"))
+
+
+def test_workers_do_not_change_the_fingerprint() -> None:
+    a, b = _cfg(*FAST), _cfg(*FAST, "method_workers=2")
+    assert runner.config_fingerprint(a, None) == runner.config_fingerprint(b, None)
