@@ -29,8 +29,16 @@ def workers_for(setting: int, single_run: bool, n_methods: int) -> int:
     there are methods."""
     if setting < 0:
         raise ValueError(f"method_workers must be >= 0 (0: automatic), got {setting}")
-    n = setting or ((os.cpu_count() or 1) if single_run else 1)
+    n = setting or (_cores() if single_run else 1)
     return max(1, min(n, n_methods))
+
+
+def _cores() -> int:
+    """The cores this process may run on (its affinity mask, else the machine's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def can_fork() -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -39,7 +40,8 @@ def _square_with_pid(name: str) -> tuple[int, int]:
 
 
 def test_workers_for() -> None:
-    cores = os.cpu_count() or 1
+    cores = method_pool._cores()
+    assert 1 <= cores <= (os.cpu_count() or 1)
     assert method_pool.workers_for(0, single_run=True, n_methods=100) == cores
     assert method_pool.workers_for(0, single_run=False, n_methods=100) == 1
     assert method_pool.workers_for(3, single_run=False, n_methods=100) == 3
@@ -155,3 +157,47 @@ def test_negative_workers_rejected_with_one_line() -> None:
 def test_workers_do_not_change_the_fingerprint() -> None:
     a, b = _cfg(*FAST), _cfg(*FAST, "method_workers=2")
     assert runner.config_fingerprint(a, None) == runner.config_fingerprint(b, None)
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text in cmdline.read_bytes().decode(errors="replace"):
+                found.append(int(cmdline.parent.name))
+        except OSError:  # gone meanwhile
+            pass
+    return found
+
+
+@needs_fork
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
+def test_ctrl_c_while_methods_replay_side_by_side_leaves_no_process(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the whole process group) during the methods: the one-line message,
+    exit 130, nothing written, and no worker (or logging) process left behind."""
+    import subprocess
+
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "experiments.run", "embedder=hashing", "n_boot=100",
+         "method_workers=2", f"hydra.run.dir={out}",
+         f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db",
+         f"mlflow.artifact_location={tmp_path}/artifacts"],
+        cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True)
+    deadline = time.time() + 120
+    while not (out / "dataset" / "queries.jsonl").exists() and proc.poll() is None:
+        assert time.time() < deadline
+        time.sleep(0.02)
+    time.sleep(0.5)  # into the methods (14 of them take a few seconds)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err
+    assert "interrupted" in err
+    assert not (out / "metrics.json").exists()
+    deadline = time.time() + 10
+    while _processes_mentioning(str(tmp_path)) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not _processes_mentioning(str(tmp_path))
