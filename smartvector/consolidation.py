@@ -13,12 +13,15 @@ it is this library's reading of "resolve".
 The neighbour search of the new vectors is one batched index search, made in an order that
 keeps similar queries together (faster, same results). ``ConsolidationParams.search_ef``, when
 set, bounds it: the index's ``ef_search`` for this search only (lower: faster, and it may miss
-some neighbours, hence some contradictions); None (the default) keeps the index's own.
+some neighbours, hence some contradictions); None (the default) keeps the index's own. The
+candidate pairs it yields are tested in bulk, and the contradictions found are linked,
+penalised and reported in bulk, exactly as one pair after another in row order would be.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, Protocol
 
@@ -54,7 +57,10 @@ class Consolidatable(Protocol):
     def log(self, row: int, at: float, kind: str, delta: float = 0.0,
             detail: str = "") -> None: ...
     def penalise(self, row: int, amount: float, at: float, kind: str, detail: str) -> None: ...
+    def penalise_many(self, rows: np.ndarray, amounts: Any, at: float, kind: str,
+                      details: Sequence[str]) -> None: ...
     def propagate(self, row: int, at: float) -> int: ...
+    def propagate_many(self, rows: Any, at: float) -> int: ...
     def refresh_edge_counts(self, rows: Any, t: float) -> None: ...
 
 #: a number (optionally "$"-prefixed, not preceded by a word character or ".") and its unit:
@@ -64,17 +70,138 @@ _QUANTITY = re.compile(r"([$\d](?<=(?<![\w.])[$\d])(?<=[^$]|\$(?=\d))\d*(?:[.,]\
                        r"(%|[a-z]+)?", re.IGNORECASE)
 
 
-@lru_cache(maxsize=65536)
-def claims(text: str) -> frozenset[str]:
-    """The quantities a text states, normalised: ``"90 days"`` -> ``"90 day"``."""
+def _normalised(found: list[tuple[str, str]]) -> frozenset[str]:
+    """The claims of ``_QUANTITY.findall``'s matches (see :func:`claims`)."""
     out = set()
-    for num, unit in _QUANTITY.findall(text):
+    for num, unit in found:
         num = num.replace(",", "")
         unit = (unit or "").lower()
         if len(unit) > 3 and unit.endswith("s"):
             unit = unit[:-1]
         out.add(f"{num} {unit}".strip())
     return frozenset(out)
+
+
+@lru_cache(maxsize=65536)
+def claims(text: str) -> frozenset[str]:
+    """The quantities a text states, normalised: ``"90 days"`` -> ``"90 day"``."""
+    return _normalised(_QUANTITY.findall(text))
+
+
+def _ascii_table(pattern: str) -> np.ndarray:
+    """Which bytes (of 256) are ASCII characters that ``pattern`` matches, as the quantity
+    pattern's engine sees them (IGNORECASE, unicode classes)."""
+    rx = re.compile(pattern, re.IGNORECASE)
+    return np.array([i < 128 and rx.fullmatch(chr(i)) is not None for i in range(256)])
+
+
+#: per byte: 1 where a quantity can start ("$" or an ASCII digit) or NUL (separates texts)
+_MARKS = (_ascii_table(r"[$\d]") | (np.arange(256) == 0)).astype(np.uint8).tobytes()
+_NUMBER = _ascii_table(r"[\d.,]")  # what may follow in its number
+_SPACE = _ascii_table(r"\s")
+_LETTER = _ascii_table(r"[a-z]")  # its unit (or one "%")
+_CLAIMS_BLOCK = 1 << 16  # texts per scan of :func:`claims_many`
+_WINDOW = 16  # windows of claims up to this long are grouped by numpy (a multiple of 8)
+
+
+def _run_end(buf: np.ndarray, at: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """For each start in ``at``, the end of the run of ``buf`` bytes in ``table`` from it."""
+    at = at.copy()
+    moving = np.flatnonzero(table[buf[at]])
+    while len(moving):
+        at[moving] += 1
+        moving = moving[table[buf[at[moving]]]]
+    return at
+
+
+def claims_many(texts: Sequence[str]) -> list[frozenset[str]]:
+    """``[claims(t) for t in texts]``, faster on many texts (and without the cache)."""
+    index, found = _claims_indexed(texts)
+    return [found[i] for i in index.tolist()]
+
+
+def _claims_indexed(texts: Sequence[str]) -> tuple[np.ndarray, list[frozenset[str]]]:
+    """The claims of every text as an index into a list of claim sets (0: none), and the
+    list: ``claims(texts[i]) == found[index[i]]``.
+
+    The pattern is slow to scan (~7 ns a character, and most of a text states nothing), so
+    ASCII texts are scanned by numpy instead, joined, for where a quantity can start (a "$"
+    or a digit). The matches of a text lie between its first such place and the furthest a
+    match from its last one could reach (its number, spaces, then letters or one "%"), and
+    depend only on that window and the character before it (the pattern looks one back):
+    the pattern runs once per distinct window (a text without one states nothing). Other
+    texts take the pattern whole."""
+    index = np.zeros(len(texts), np.int64)
+    found: list[frozenset[str]] = [frozenset()]
+    findall = _QUANTITY.findall
+    known: dict[bytes, int] = {}
+    for s in range(0, len(texts), _CLAIMS_BLOCK):
+        block = list(texts[s:s + _CLAIMS_BLOCK])
+        where = np.arange(s, s + len(block))
+        joined = "\0".join(block)
+        if not joined.isascii():
+            plain = np.array([not text.isascii() for text in block])
+            for i in where[plain].tolist():
+                index[i] = len(found)
+                found.append(_normalised(findall(texts[i])))
+            where = where[~plain]
+            block = [texts[i] for i in where.tolist()]
+            joined = "\0".join(block)
+        if not block:
+            continue
+        # NUL before, between and after the texts: no run crosses it, and as the character
+        # before a text's start it reads as none (neither a word character nor ".")
+        raw = b"\0" + joined.encode("ascii") + b"\0"
+        buf = np.frombuffer(raw, np.uint8)
+        at = np.flatnonzero(np.frombuffer(raw.translate(_MARKS), bool))
+        sep = buf[at] == 0
+        if np.count_nonzero(sep) == len(block) + 1:  # the NULs are the separators
+            cand, which = at[~sep], (np.cumsum(sep) - 1)[~sep]
+        else:  # a text holds NUL: the texts' starts from their lengths
+            cand = at[~sep]
+            lens = np.fromiter(map(len, block), np.int64, len(block))
+            which = np.searchsorted(np.cumsum(lens + 1) - lens, cand, side="right") - 1
+        if not len(cand):
+            continue
+        change = np.flatnonzero(which[1:] != which[:-1])
+        first, last = np.r_[0, change + 1], np.r_[change, len(cand) - 1]
+        end = _run_end(buf, _run_end(buf, cand[last] + 1, _NUMBER), _SPACE)
+        end = np.where(buf[end] == ord("%"), end + 1, _run_end(buf, end, _LETTER))
+        index[where[which[first]]] = _windows(raw, buf, cand[first] - 1, end, known, found)
+    return index, found
+
+
+def _windows(raw: bytes, buf: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+             known: dict[bytes, int], found: list[frozenset[str]]) -> np.ndarray:
+    """The index in ``found`` of the claims of each window ``raw[lo[i]:hi[i]]`` (its first
+    character only read by the pattern's look-behind), ``known`` mapping the windows seen
+    so far to theirs (both extended with new ones). Windows of up to ``_WINDOW`` bytes are
+    grouped by numpy (they repeat: "every 30 days"), so that Python sees each once."""
+    def claims_at(key: bytes) -> int:
+        i = known.get(key)
+        if i is None:
+            i = known[key] = len(found)
+            found.append(_normalised(_QUANTITY.findall(key.decode("ascii"), 1)))
+        return i
+
+    out = np.empty(len(lo), np.int64)
+    size = hi - lo
+    short = np.flatnonzero(size <= _WINDOW)
+    if len(short):
+        cols = np.arange(_WINDOW)
+        win = np.where(cols < size[short, None],
+                       buf[np.minimum(lo[short, None] + cols, len(buf) - 1)], 0)
+        key = np.ascontiguousarray(win, dtype=np.uint8).view(np.uint64)
+        order = np.lexsort([size[short]] + [key[:, c] for c in range(key.shape[1])])
+        key, length = key[order], size[short][order]
+        head = np.r_[True, (key[1:] != key[:-1]).any(axis=1) | (length[1:] != length[:-1])]
+        one = short[order[head]]  # a window of each group
+        ids = [claims_at(raw[a:b]) for a, b in zip(lo[one].tolist(), hi[one].tolist(),
+                                                    strict=True)]
+        out[short[order]] = np.array(ids, np.int64)[np.cumsum(head) - 1]
+    for j in np.flatnonzero(size > _WINDOW).tolist():
+        out[j] = claims_at(raw[lo[j]:hi[j]])
+    return out
 
 
 def differ_in_claims(a: str, b: str) -> bool:
@@ -147,21 +274,39 @@ def _resolve_many(store: Consolidatable, a: np.ndarray, b: np.ndarray
         return winner, np.where(a_wins, b, a), why
     votes = np.zeros(len(a), np.int64)  # votes for a minus votes for b
     reasons = []  # per criterion: its name and the row it votes for (-1: tie, abstains)
-    for name, va, vb in (
-        ("recency", ca, cb),
-        ("authority", aa, ab),
-        ("feedback", c["positive"][a] - c["negative"][a], c["positive"][b] - c["negative"][b]),
+    voters = np.zeros(len(a), np.int64)  # which criteria voted (bits 4, 2, 1, in order)
+    for bit, name, va, vb in (
+        (4, "recency", ca, cb),
+        (2, "authority", aa, ab),
+        (1, "feedback", c["positive"][a] - c["negative"][a],
+         c["positive"][b] - c["negative"][b]),
     ):
         voted = va != vb
         for_a = voted & (va > vb)
         votes += for_a.astype(np.int64) - (voted & ~for_a)
-        reasons.append((name, np.where(voted, np.where(for_a, a, b), -1).tolist()))
+        voters += bit * voted
+        reasons.append((bit, name, np.where(for_a, a, b)))
     a_wins = np.where(votes != 0, votes > 0,
                       np.where(aa != ab, aa > ab, np.where(ca != cb, ca > cb, a < b)))
-    why = [", ".join(f"{name}:{ids[w]}" for (name, _), w in zip(reasons, ws, strict=True)
-                     if w >= 0) or "tie"
-           for ws in zip(*(r for _, r in reasons), strict=True)]
-    return np.where(a_wins, a, b), np.where(a_wins, b, a), why
+    # "name:id" of each criterion that voted, joined by ", " ("tie" if none), built one
+    # string per pair for each combination of voters
+    why = np.full(len(a), "tie", dtype=object)
+    for combo in range(1, 8):
+        at = np.flatnonzero(voters == combo)
+        if not len(at):
+            continue
+        used = [(name, w[at].tolist()) for bit, name, w in reasons if combo & bit]
+        if len(used) == 1:
+            (n0, w0), = used
+            why[at] = [f"{n0}:{ids[x]}" for x in w0]
+        elif len(used) == 2:
+            (n0, w0), (n1, w1) = used
+            why[at] = [f"{n0}:{ids[x]}, {n1}:{ids[y]}" for x, y in zip(w0, w1, strict=True)]
+        else:
+            (n0, w0), (n1, w1), (n2, w2) = used
+            why[at] = [f"{n0}:{ids[x]}, {n1}:{ids[y]}, {n2}:{ids[z]}"
+                       for x, y, z in zip(w0, w1, w2, strict=True)]
+    return np.where(a_wins, a, b), np.where(a_wins, b, a), why.tolist()
 
 
 def _spaced(n: int, m: int) -> np.ndarray:
@@ -172,6 +317,10 @@ def _spaced(n: int, m: int) -> np.ndarray:
 def _nearest(vectors: np.ndarray, rows: np.ndarray, pivots: np.ndarray) -> np.ndarray:
     """For each of ``rows`` (of ``vectors``), the index of its most similar of ``pivots``."""
     p = vectors[pivots].T
+    if len(rows) and rows[-1] - rows[0] == len(rows) - 1 and np.all(np.diff(rows) == 1):
+        x = vectors[rows[0]:rows[-1] + 1]  # consecutive rows (all of them, often): no copy
+        return np.concatenate([np.argmax(x[s:s + _SEARCH_BLOCK] @ p, axis=1)
+                               for s in range(0, len(rows), _SEARCH_BLOCK)])
     return np.concatenate([np.argmax(vectors[rows[s:s + _SEARCH_BLOCK]] @ p, axis=1)
                            for s in range(0, len(rows), _SEARCH_BLOCK)])
 
@@ -192,17 +341,28 @@ def _locality_order(vectors: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 def _search(index: Any, vectors: np.ndarray, rows: np.ndarray, k: int, ef: int | None
             ) -> tuple[np.ndarray, np.ndarray]:
-    """``index.search(vectors[rows], k)``, row for row the same.
+    """``index.search(vectors[rows], k)``, row for row the same (see
+    :func:`_search_in_order`)."""
+    labels, sims, order = _search_in_order(index, vectors, rows, k, ef)
+    out_labels, out_sims = np.empty_like(labels), np.empty_like(sims)
+    out_labels[order], out_sims[order] = labels, sims
+    return out_labels, out_sims
+
+
+def _search_in_order(index: Any, vectors: np.ndarray, rows: np.ndarray, k: int,
+                     ef: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``index.search(vectors[rows[order]], k)`` and ``order``: the search's results in the
+    order it was made, row ``i`` that of ``rows[order[i]]``.
 
     An HNSW index (one with an ``ef_search``) answers each query on its own, so from
     ``_ORDER_MIN`` queries up it is searched in blocks of ``_SEARCH_BLOCK`` queries in
-    :func:`_locality_order`; other indexes are searched in one batch (the exact index's
-    matrix products may round differently in batches of another shape). ``ef`` (when not
-    None) replaces an HNSW index's ``ef_search`` during the search: a lower one is faster
-    and may miss neighbours."""
+    :func:`_locality_order`; other indexes are searched in one batch in row order (the exact
+    index's matrix products may round differently in batches of another shape). ``ef``
+    (when not None) replaces an HNSW index's ``ef_search`` during the search: a lower one is
+    faster and may miss neighbours."""
     saved = getattr(index, "ef_search", None)
-    if saved is None:
-        return index.search(vectors[rows], k)
+    if saved is None or not len(rows):
+        return (*index.search(vectors[rows], k), np.arange(len(rows)))
     order = (_locality_order(vectors, rows) if len(rows) >= _ORDER_MIN
              else np.arange(len(rows)))
     if ef is not None:
@@ -212,10 +372,37 @@ def _search(index: Any, vectors: np.ndarray, rows: np.ndarray, k: int, ef: int |
                  for s in range(0, len(rows), _SEARCH_BLOCK)]
     finally:
         index.ef_search = saved
-    where = np.empty(len(rows), np.int64)
-    where[order] = np.arange(len(rows))
-    return (np.concatenate([f[0] for f in found])[where],
-            np.concatenate([f[1] for f in found])[where])
+    if len(found) == 1:
+        return (*found[0], order)
+    return (np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found]),
+            order)
+
+
+def _rows_in(n: int, *rows: np.ndarray) -> np.ndarray:
+    """The distinct rows (of ``range(n)``) in any of ``rows``, sorted: ``np.unique`` of
+    their concatenation, without its sort."""
+    mark = np.zeros(n, bool)
+    for r in rows:
+        mark[r] = True
+    return np.flatnonzero(mark)
+
+
+def _doc_codes(doc_of: list[str]) -> np.ndarray:
+    """Each row's document as an integer (equal for rows of one document): its first row."""
+    first: dict[str, int] = {}
+    return np.fromiter(map(first.setdefault, doc_of, range(len(doc_of))), np.int64,
+                       len(doc_of))
+
+
+def _at_least(x: np.ndarray, threshold: float) -> np.ndarray:
+    """``x.astype(np.float64) >= threshold``, without the float64 copy of float32 ``x``:
+    compared with the least float32 at or above ``threshold`` instead."""
+    if x.dtype != np.float32:
+        return x.astype(np.float64) >= threshold
+    t32 = np.float32(threshold)
+    if float(t32) < threshold:
+        t32 = np.nextafter(t32, np.float32(np.inf))
+    return x >= t32
 
 
 def _contradictions(store: Consolidatable, t: float, new_live: np.ndarray, vectors: np.ndarray,
@@ -228,55 +415,64 @@ def _contradictions(store: Consolidatable, t: float, new_live: np.ndarray, vecto
     Every test but the last is vectorised over all candidate pairs (each new vector's first
     ``neighbours`` live neighbours, itself excluded, similar enough, in row order then
     similarity order): another document, both texts state quantities and none agree, the
-    pair not linked before nor met earlier in this pass; claims are compared as integer codes
-    where each side states one quantity. The pairs left are resolved at once, then linked,
-    penalised and reported one by one, in that order."""
+    pair not linked before nor met earlier in this pass; the texts' claims come from one bulk
+    scan (:func:`_claims_indexed`) and are compared as integer codes where each side states
+    one quantity. The pairs left are resolved, linked, penalised and reported at once (the
+    same edges, events and details as one pair after another, in that order)."""
     params = store.config.consolidation
     c = store.columns
     k = min(2 * params.neighbours + 1, len(store.index))
-    labels, sims = _search(store.index, vectors, rows, k, params.search_ef)
+    labels, sims, order = _search_in_order(store.index, vectors, rows, k, params.search_ef)
+    # the candidates are found in the search's order (row i: new_live[order[i]]'s results),
+    # then sorted into row order (the filters before that are of each pair on its own)
+    query = new_live[order]
     # over-fetched so that deprecated or future neighbours do not crowd out live ones
-    ok = live[labels] & (labels != new_live[:, None])
-    ok &= np.cumsum(ok, axis=1) <= params.neighbours
-    ok &= sims.astype(np.float64) >= params.contradiction_similarity
-    ia, jb = np.nonzero(ok)
-    a, b, s = new_live[ia], labels[ia, jb], sims[ia, jb]
-    doc_of = np.array(store.doc_of, dtype=object)
-    other = doc_of[a] != doc_of[b]
-    a, b, s = a[other], b[other], s[other]
+    ok = live[labels] & (labels != query[:, None])
+    # (a count of at most k: small integers, much faster to sum along rows than int64)
+    ok &= np.cumsum(ok, axis=1, dtype=np.int16 if k < 2**15 else np.int64) <= min(
+        params.neighbours, k)
+    ok &= _at_least(sims, params.contradiction_similarity)
+    at = np.flatnonzero(ok)  # the candidates, as positions in labels (row, rank)
+    a, b = query[at // labels.shape[1]], labels.reshape(-1)[at]
     # claims of every row involved, coded: -1 none, -2 several, else the id of its one claim
-    seen = np.unique(np.concatenate([a, b]))
-    stated = [claims(store.texts[r]) for r in seen.tolist()]
+    seen = _rows_in(len(store), a, b)
+    index, stated = _claims_indexed(list(map(store.texts.__getitem__, seen.tolist())))
     ids: dict[str, int] = {}
-    code = np.array([-1 if not q else -2 if len(q) > 1 else ids.setdefault(next(iter(q)),
-                                                                           len(ids))
-                     for q in stated], dtype=np.int64)
-    at_row = np.empty(len(store), np.int64)  # row -> its index in seen
-    at_row[seen] = np.arange(len(seen))
-    pa, pb = at_row[a], at_row[b]
-    qa, qb = code[pa], code[pb]
-    differ = (qa >= 0) & (qb >= 0) & (qa != qb)
-    several = np.flatnonzero(((qa == -2) & (qb != -1)) | ((qb == -2) & (qa != -1)))
-    differ[several] = [stated[i].isdisjoint(stated[j])
-                       for i, j in zip(pa[several].tolist(), pb[several].tolist(), strict=True)]
-    a, b, s = a[differ], b[differ], s[differ]
-    has = store.graph.has
-    fresh = np.flatnonzero([not has("contradicts", x, y)
-                            for x, y in zip(a.tolist(), b.tolist(), strict=True)])
+    code_of = np.array([-1 if not q else -2 if len(q) > 1 else ids.setdefault(next(iter(q)),
+                                                                              len(ids))
+                        for q in stated], dtype=np.int64)
+    claims_of = np.zeros(len(store), np.int64)  # row -> its claims in stated (0: none)
+    claims_of[seen] = index
+    code = code_of[claims_of]
+    qa, qb = code[a], code[b]
+    doc = _doc_codes(store.doc_of)
+    other = doc[a] != doc[b]  # another document
+    differ = other & (qa >= 0) & (qb >= 0) & (qa != qb)
+    several = np.flatnonzero(other & (((qa == -2) & (qb != -1)) | ((qb == -2) & (qa != -1))))
+    differ[several] = [stated[i].isdisjoint(stated[j]) for i, j in zip(
+        claims_of[a[several]].tolist(), claims_of[b[several]].tolist(), strict=True)]
+    at = at[differ]
+    # row order, then the search's (similarity) order within a row
+    at = at[np.argsort(order[at // labels.shape[1]], kind="stable")]
+    a, b, s = query[at // labels.shape[1]], labels.reshape(-1)[at], sims.reshape(-1)[at]
+    fresh = np.flatnonzero(~store.graph.has_many("contradicts", a, b))
     # a pair met twice (each is a neighbour of the other) is resolved at its first meeting
     pair = np.minimum(a[fresh], b[fresh]) * len(store) + np.maximum(a[fresh], b[fresh])
     first = np.sort(fresh[np.unique(pair, return_index=True)[1]])
     a, b, s = a[first], b[first], s[first]
     winner, loser, why = _resolve_many(store, a, b)
     np.minimum.at(c["lost_at"], loser, t)
-    link, penalise, ids_of = store.graph.link_contradicts, store.penalise, store.ids
-    amount, details = params.contradiction_penalty, report.details
-    for x, y, sim, w, lo, reason in zip(a.tolist(), b.tolist(), s.tolist(), winner.tolist(),
-                                        loser.tolist(), why, strict=True):
-        link(x, y, t)
-        penalise(lo, amount, t, "contradiction", f"lost to {ids_of[w]} ({reason})")
-        details.append(f"contradiction {ids_of[x]} ~ {ids_of[y]} (cos {sim:.2f}): "
-                       f"kept {ids_of[w]} ({reason})")
+    # each pair is new (not linked a -> b, and met once): linked, penalised and reported in
+    # bulk, as one by one in this order
+    store.graph.link_contradicts_many(a, b, t)
+    ids_of = store.ids
+    kept = list(map(ids_of.__getitem__, winner.tolist()))
+    store.penalise_many(loser, params.contradiction_penalty, t, "contradiction",
+                        [f"lost to {w} ({reason})" for w, reason in zip(kept, why, strict=True)])
+    report.details.extend([
+        f"contradiction {ids_of[x]} ~ {ids_of[y]} (cos {sim:.2f}): kept {w} ({reason})"
+        for x, y, sim, w, reason in zip(a.tolist(), b.tolist(), s.tolist(), kept, why,
+                                        strict=True)])
     report.contradictions += len(a)
     return loser.tolist()
 
@@ -287,26 +483,36 @@ def _log_all(store: Consolidatable, rows: np.ndarray, t: float, kind: str,
     if ``details`` is None), rows with the same detail sharing one (immutable) event object.
     Only for kinds that change no count (the store's log does nothing more for them)."""
     events = store.events
+    get = events.get
     if details is None:
         ev = Event(t, kind)
         for r in rows.tolist():
-            events.setdefault(r, []).append(ev)
+            evs = get(r)
+            if evs is None:
+                events[r] = [ev]
+            else:
+                evs.append(ev)
         return
     shared: dict[str, Event] = {}
     for r, d in zip(rows.tolist(), details, strict=True):
         ev = shared.get(d)
         if ev is None:
             ev = shared[d] = Event(t, kind, 0.0, d)
-        events.setdefault(r, []).append(ev)
+        evs = get(r)
+        if evs is None:
+            events[r] = [ev]
+        else:
+            evs.append(ev)
 
 
 def consolidate(store: Consolidatable, t: float) -> ConsolidationReport:
     """One consolidation pass at time ``t`` (see the module docstring).
 
     Vectorised over rows where the outcome does not depend on order (masks, column updates,
-    the batched index search, the tests of contradiction candidates and their resolution);
-    Python loops remain over the contradictions found (edges, penalties, details), the
-    dependency rows, the ripple sources that have dependents, and event logging.
+    the batched index search, the tests of contradiction candidates and their resolution),
+    and in bulk where it does (edges, penalties and their count log, written as one call
+    after another would); Python loops remain over the contradictions' strings (details,
+    events), the dependency rows, the ripples' breadth-first searches, and event logging.
     """
     report = ConsolidationReport(at=t)
     n = len(store)
@@ -335,7 +541,7 @@ def consolidate(store: Consolidatable, t: float) -> ConsolidationReport:
     # the dependency step's documents (step 3), planned now so that the vectors of both
     # steps are read from the index at once (a bulk read copies the whole index); a pair of
     # documents whose live rows are all linked to the target already needs no vectors
-    new_docs = {store.doc_of[r] for r in new.tolist()}
+    new_docs = set(map(store.doc_of.__getitem__, new.tolist()))
     affected = [d for d, s in store.docs.items()
                 if s.depends_on and (d in new_docs or new_docs.intersection(s.depends_on))]
     plan: list[tuple[list[int], list[int]]] = []  # (live rows, live rows of one target)
@@ -348,30 +554,33 @@ def consolidate(store: Consolidatable, t: float) -> ConsolidationReport:
             if tdoc is None or not rows:
                 continue
             trows = [r for r in tdoc.rows if live[r]]
+            if not trows:  # no live chunk to depend on at t (all created later)
+                continue
             tset = set(trows)
             if any(tset.isdisjoint(linked("depends_on", r)) for r in rows):
                 plan.append((rows, trows))
-    need = np.union1d(new_live, np.array([r for rows, trows in plan for r in rows + trows],
-                                         dtype=np.int64))
+    need = _rows_in(n, new_live, np.array([r for rows, trows in plan for r in rows + trows],
+                                          dtype=np.int64))
     vectors = store.index.get_vectors(need)
 
     # 2. contradictions among index neighbours of the new vectors
-    ripple_sources = (_contradictions(store, t, new_live, vectors,
-                                      np.searchsorted(need, new_live), live, report)
+    at_need = (np.arange(len(need)) if len(need) == len(new_live)  # (then need is new_live)
+               else np.searchsorted(need, new_live))
+    ripple_sources = (_contradictions(store, t, new_live, vectors, at_need, live, report)
                       if len(new_live) else [])
 
     # 3. dependency edges from document metadata, to the closest live chunk of each target
     for rows, trows in plan:
         sims = (vectors[np.searchsorted(need, rows)]
                 @ vectors[np.searchsorted(need, trows)].T)
-        for i, r in enumerate(rows):
-            if set(linked("depends_on", r)).intersection(trows):
+        best = np.argmax(sims, axis=1)  # each row's closest target chunk, and if close enough
+        close = sims[np.arange(len(rows)), best] >= params.dependency_similarity
+        for r, j, ok in zip(rows, best.tolist(), close.tolist(), strict=True):
+            if not ok or set(linked("depends_on", r)).intersection(trows):
                 continue
-            j = int(np.argmax(sims[i]))
-            if sims[i, j] >= params.dependency_similarity:
-                if store.graph.link_dependency(r, trows[j], t):
-                    touched.update((r, trows[j]))
-                    report.dependency_edges += 1
+            if store.graph.link_dependency(r, trows[j], t):
+                touched.update((r, trows[j]))
+                report.dependency_edges += 1
     store.refresh_edge_counts(touched, t)
 
     # 4. ripples from replacements made since the last pass, and from contradiction losers
@@ -379,9 +588,9 @@ def consolidate(store: Consolidatable, t: float) -> ConsolidationReport:
     is_due = c["created_at"][pending] <= t
     store.pending_ripple = pending[~is_due].tolist()
     sends = store.graph.has_any
-    for src in pending[is_due].tolist() + ripple_sources:
-        if sends("depended_by", src):  # a ripple goes along depended_by edges only
-            report.ripples += store.propagate(src, t)
+    report.ripples += store.propagate_many(  # a ripple goes along depended_by edges only
+        [src for src in pending[is_due].tolist() + ripple_sources if sends("depended_by", src)],
+        t)
 
     # 5. archival of vectors deprecated long enough ago
     old = np.flatnonzero((c["superseded_at"] + params.archive_after_days * DAY <= t)

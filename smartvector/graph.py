@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
+
 from .config import RippleParams
 
 KINDS = ("depends_on", "depended_by", "supersedes", "superseded_by", "contradicts")
@@ -41,6 +43,28 @@ class EdgeGraph:
         self._add("contradicts", b, a, at)
         return added
 
+    def link_contradicts_many(self, a: np.ndarray, b: np.ndarray, at: float) -> np.ndarray:
+        """:meth:`link_contradicts` of every pair ``(a[i], b[i])`` in turn, at once: the same
+        adjacency lists, in the same order (duplicates ignored); returns what each call would
+        (whether ``a[i] -> b[i]`` was new)."""
+        a, b = np.asarray(a, np.int64).reshape(-1), np.asarray(b, np.int64).reshape(-1)
+        src, dst = np.empty(2 * len(a), np.int64), np.empty(2 * len(a), np.int64)
+        src[0::2], src[1::2], dst[0::2], dst[1::2] = a, b, b, a  # the calls' order of edges
+        new = ~self.has_many("contradicts", src, dst)
+        code = src[new] * (int(max(src.max(initial=0), dst.max(initial=0))) + 1) + dst[new]
+        keep = np.zeros(len(code), bool)
+        keep[np.unique(code, return_index=True)[1]] = True  # the first of repeated edges
+        new[np.flatnonzero(new)[~keep]] = False
+        adj = self._adj["contradicts"]
+        get = adj.get
+        for x, y in zip(src[new].tolist(), dst[new].tolist(), strict=True):
+            lst = get(x)
+            if lst is None:
+                adj[x] = [(y, at)]
+            else:
+                lst.append((y, at))
+        return new[0::2]
+
     def neighbours(self, kind: str, row: int, at: float | None = None) -> list[int]:
         """Rows linked from ``row`` by ``kind`` edges made at or before ``at``."""
         return [o for o, t in self._adj[kind].get(row, ()) if at is None or t <= at]
@@ -51,6 +75,22 @@ class EdgeGraph:
             if o == b:
                 return True
         return False
+
+    def has_many(self, kind: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """:meth:`has` of every pair ``(a[i], b[i])``, as a boolean array (Python work only
+        over the edges of the rows of ``a`` that have any)."""
+        a, b = np.asarray(a, np.int64).reshape(-1), np.asarray(b, np.int64).reshape(-1)
+        adj = self._adj[kind]
+        out = np.zeros(len(a), bool)
+        if not adj or not len(a):
+            return out
+        rows = np.unique(a).tolist()
+        linked = [(r, o) for r in rows for o, _ in adj.get(r, ())]
+        if not linked:
+            return out
+        src, dst = np.array(linked, np.int64).T
+        width = int(max(a.max(), b.max(), dst.max())) + 1
+        return np.isin(a * width + b, src * width + dst)
 
     def has_any(self, kind: str, row: int) -> bool:
         """Whether ``row`` has any ``kind`` edge (made at any time)."""

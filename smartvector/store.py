@@ -580,6 +580,42 @@ class SmartVectorStore(Ingestion):
         c["last_event_at"][row] = max(c["last_event_at"][row], at)
         self.log(row, at, kind, -amount, detail)
 
+    def penalise_many(self, rows: np.ndarray, amounts: np.ndarray | float, at: float,
+                      kind: str, details: Sequence[str]) -> None:
+        """:meth:`penalise` of ``rows[i]`` by ``amounts[i]`` (or one amount for all) with
+        ``details[i]``, for every ``i`` in turn, at once: the same columns, events (in the
+        same order on each row) and count log. Consecutive events with the same amount and
+        the same detail string object share one (immutable) event."""
+        rows = np.asarray(rows, np.int64).reshape(-1)
+        if len(rows) != len(details):
+            raise ValueError(f"{len(rows)} rows but {len(details)} details")
+        if not len(rows):
+            return
+        amounts = np.broadcast_to(np.asarray(amounts, np.float64), rows.shape)
+        c = self.columns
+        np.add.at(c["penalty"], rows, amounts)  # in the order of ``rows``, as += would
+        last = c["last_event_at"]
+        was = last[rows]  # (a row given twice gets the same value twice)
+        last[rows] = np.where(at > was, at, was)  # max(last, at), as penalise takes it
+        deltas = -amounts
+        # an event equal to the one before (same delta, the same detail object) is shared
+        same = np.zeros(len(rows), bool)
+        same[1:] = (deltas[1:] == deltas[:-1]) & (np.signbit(deltas[1:])
+                                                 == np.signbit(deltas[:-1]))
+        events = self.events
+        get = events.get
+        ev = previous = None
+        for r, d, detail, again in zip(rows.tolist(), deltas.tolist(), details, same.tolist(),
+                                       strict=True):
+            if not again or detail is not previous:
+                ev, previous = Event(at, kind, d, detail), detail
+            evs = get(r)
+            if evs is None:
+                events[r] = [ev]
+            else:
+                evs.append(ev)
+        self.counts.add_many(rows, at, kind, deltas)
+
     def propagate(self, row: int, at: TimeLike) -> int:
         """Send a ripple from ``row`` along depended_by; returns how many were penalised."""
         t = to_ts(at)
@@ -588,6 +624,27 @@ class SmartVectorStore(Ingestion):
             self.penalise(dep, pen, t, "ripple",
                           f"from {self.ids[row]} at depth {depth}")
         return len(hits)
+
+    def propagate_many(self, rows: Iterable[int], at: TimeLike) -> int:
+        """:meth:`propagate` from each of ``rows`` in turn, at once (a ripple reads only the
+        graph, which penalties leave alone); returns how many were penalised in all."""
+        t = to_ts(at)
+        graph, params, ids = self.graph, self.config.ripple, self.ids
+        deps: list[int] = []
+        pens: list[float] = []
+        details: list[str] = []
+        for row in rows:
+            said: dict[int, str] = {}  # one detail string per depth (its events are shared)
+            for dep, depth, pen in ripple(graph, row, params, t):
+                deps.append(dep)
+                pens.append(pen)
+                detail = said.get(depth)
+                if detail is None:
+                    detail = said[depth] = f"from {ids[row]} at depth {depth}"
+                details.append(detail)
+        self.penalise_many(np.array(deps, np.int64), np.array(pens, np.float64), t, "ripple",
+                           details)
+        return len(deps)
 
     def consolidate(self, at: TimeLike) -> ConsolidationReport:
         """Run one consolidation ("sleep") pass at ``at``; see :mod:`.consolidation`."""

@@ -229,6 +229,20 @@ def test_dependency_on_a_later_document_is_linked_when_it_arrives(make_store):
     assert store.get("howto@v1#0", at="2024-01-05").edges.depends_on == ()
 
 
+def test_dependency_on_a_document_from_the_future_of_the_pass(make_store):
+    """A target whose chunks are all created after the pass has nothing to link to yet (the
+    pass used to fail on it: the closest of no chunks)."""
+    cfg = StoreConfig(consolidation=ConsolidationParams(dependency_similarity=-1.0))
+    store = make_store(config=cfg)
+    store.add_document("base", "Base rules for expense reports.", "2024-01-05")
+    store.add_document("howto", "How to file expense reports.", "2024-01-01",
+                       depends_on=["base"])
+    rep = store.consolidate("2024-01-02")
+    assert (rep.dependency_edges, rep.promoted) == (0, 1)
+    assert store.consolidate("2024-01-06").dependency_edges == 1
+    assert store.get("howto@v1#0").edges.depends_on == ("base@v1#0",)
+
+
 # --------------------------------------------------------------------- the pass itself
 def test_consolidating_an_empty_store(make_store):
     rep = make_store().consolidate("2024-01-01")

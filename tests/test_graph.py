@@ -61,6 +61,43 @@ def test_graph_dict_round_trip():
     assert h.neighbours("contradicts", 3, at=7.0) == []
 
 
+def graph_with_contradicts(rng: np.random.Generator, n: int, m: int) -> EdgeGraph:
+    """A graph loaded with ``m`` random contradicts edges among ``n`` rows, some one-way
+    (as a loaded file may hold), duplicates dropped."""
+    adj: dict[str, list[tuple[int, float]]] = {}
+    for x, y in rng.integers(0, n, (m, 2)).tolist():
+        lst = adj.setdefault(str(x), [])
+        if all(o != y for o, _ in lst):
+            lst.append((y, float(rng.integers(0, 3))))
+    return EdgeGraph.from_dict({"contradicts": adj})
+
+
+def test_bulk_contradicts_links_equal_one_link_after_another():
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        n = int(rng.integers(1, 12))
+        base = graph_with_contradicts(rng, n, int(rng.integers(0, 12)))
+        # repeated pairs, both directions, a row with itself
+        pairs = rng.integers(0, n, (int(rng.integers(0, 30)), 2))
+        one, bulk = EdgeGraph.from_dict(base.to_dict()), EdgeGraph.from_dict(base.to_dict())
+        want = [one.link_contradicts(x, y, 4.0) for x, y in pairs.tolist()]
+        got = bulk.link_contradicts_many(pairs[:, 0], pairs[:, 1], 4.0)
+        assert got.dtype == bool and got.tolist() == want
+        assert bulk.to_dict() == one.to_dict()  # same neighbours, in the same order, times
+        assert list(bulk.to_dict()["contradicts"]) == list(one.to_dict()["contradicts"])
+
+
+def test_has_many_equals_has():
+    rng = np.random.default_rng(6)
+    for _ in range(200):
+        n = int(rng.integers(1, 15))
+        g = graph_with_contradicts(rng, n, int(rng.integers(0, 20)))
+        a, b = rng.integers(0, n + 3, (2, int(rng.integers(0, 40))))  # rows without edges too
+        assert g.has_many("contradicts", a, b).tolist() == [
+            g.has("contradicts", x, y) for x, y in zip(a.tolist(), b.tolist(), strict=True)]
+        assert not g.has_many("depends_on", a, b).any()
+
+
 # ---------------------------------------------------------------------------- ripple
 def test_ripple_penalties_by_depth():
     # direct dependents (depth 0) take 0.15, theirs (depth 1) 0.075, nothing beyond
