@@ -20,6 +20,9 @@ from typing import Any
 #: modules whose runtime keeps thread pools that do not survive ``fork``
 _FORK_UNSAFE = ("torch", "openvino", "onnxruntime")
 
+#: seconds between two ``check`` calls while workers replay methods
+CHECK_EVERY = 0.05
+
 _work: Callable[[str], Any] | None = None  # set before forking; the workers inherit it
 
 
@@ -49,30 +52,46 @@ def can_fork() -> bool:
 
 
 def map_methods(names: Sequence[str], work: Callable[[str], Any], workers: int,
-                first: Collection[str] = ()) -> Iterator[tuple[str, Any]]:
-    """``(name, work(name))`` for every (unique) name, in order. With ``workers`` > 1 (and
-    :func:`can_fork`), ``work`` runs in that many forked processes, each taking the next
-    method when it is free, the methods in ``first`` (slow to start) before the others;
-    its results must pickle. Leaving the iteration early (a ``break``, ``close()`` or an
-    exception in the consumer) stops the workers."""
-    if workers <= 1 or len(names) <= 1 or not can_fork():
-        for name in names:
-            yield name, work(name)
+                first: Collection[str] = (), ready: Callable[[], bool] | None = None
+                ) -> Iterator[tuple[str, Any]]:
+    """``(name, work(name))`` for every (unique) name, in order.
+
+    With ``workers`` > 1 (and :func:`can_fork`), ``work`` runs in that many forked
+    processes, each taking the next method when it is free, the methods in ``first`` (slow
+    to start) before the others; its results must pickle. ``ready`` is asked before each
+    method started here and every :data:`CHECK_EVERY` seconds while workers replay: an
+    exception it raises stops the replay, and until it says True the methods replay here,
+    one after another (the workers would take the cores from whatever it waits for).
+    Leaving the iteration early (a ``break``, ``close()``, an exception) stops the workers.
+    """
+    parallel = workers > 1 and can_fork()
+    todo = list(names)
+    while todo:
+        go = True if ready is None else ready()
+        if parallel and go and len(todo) > 1:
+            break
+        name = todo.pop(0)
+        yield name, work(name)
+    if not todo:
         return
     global _work
     _work = work
-    order = sorted(names, key=lambda n: n not in first)  # stable: the rest keep their order
+    order = sorted(todo, key=lambda n: n not in first)  # stable: the rest keep their order
     try:
         ctx = multiprocessing.get_context("fork")
         with ctx.Pool(workers, initializer=_quiet_worker) as pool:
+            results = pool.imap_unordered(_call, order, chunksize=1)
             arrived: dict[str, Any] = {}
-            pending = iter(names)
-            want = next(pending)
-            for name, result in pool.imap_unordered(_call, order, chunksize=1):
-                arrived[name] = result
-                while want in arrived:
-                    yield want, arrived.pop(want)
-                    want = next(pending, None)
+            for want in todo:
+                while want not in arrived:
+                    if ready is not None:
+                        ready()
+                    try:
+                        name, result = results.next(None if ready is None else CHECK_EVERY)
+                    except multiprocessing.TimeoutError:
+                        continue
+                    arrived[name] = result
+                yield want, arrived.pop(want)
     finally:
         _work = None
 

@@ -220,13 +220,15 @@ def prefetch_model(cfg: DictConfig) -> bool:
 
 
 def evaluate_run(cfg: DictConfig, settings: Settings, out_dir: Path,
-                 stop: Callable[[bool], None] | None = None, plot: bool = True
+                 stop: Callable[[bool], bool] | None = None, plot: bool = True
                  ) -> dict[str, Any]:
     """Run every method, grade their runs, and write metrics.json, predictions.csv, run.csv
     and (``plots.reliability`` and ``plot``) the reliability plot. ``stop``, if given, is
-    called before each method (``stop(False)``: answer now) and before anything is written
-    (``stop(True)``: may wait); an exception it raises abandons the run (nothing is
-    written)."""
+    called before each method (while methods replay side by side: every 50 ms; see
+    :func:`~experiments.method_pool.map_methods`) with ``stop(False)`` (answer now; True
+    once the run is known to go on, which lets the methods replay side by side), and before
+    anything is written (``stop(True)``: may wait); an exception it raises abandons the run
+    (nothing is written)."""
     ds = split_queries(load_data(cfg, out_dir), cfg.query_split)
     e = cfg.embedder
     embedder = MemoEmbedder(shared_embedder(e.name, e.cache_path, e.backend, e.path))
@@ -261,13 +263,11 @@ def evaluate_run(cfg: DictConfig, settings: Settings, out_dir: Path,
     workers = workers_for(cfg.method_workers, single_run, len(names))
     frames, runs, outcomes = [], [], {}
     error: dict[str, str] | None = None
-    if stop is not None:
-        stop(False)
+    ready = None if stop is None else lambda: stop(False)
     with (tqdm(total=len(names), desc="methods", unit="method", file=sys.stderr) as bar,
-          closing(map_methods(names, replay_method, workers, first=slow)) as replayed):
+          closing(map_methods(names, replay_method, workers, first=slow,
+                              ready=ready)) as replayed):
         for name, out in replayed:
-            if stop is not None:
-                stop(False)
             if "error" in out:
                 error = {"phase": f"method {name}", "message": out["error"]}
                 break
@@ -504,9 +504,10 @@ def _run_logging_in_background(cfg: DictConfig, settings: Settings, out_dir: Pat
             reported = True
             return done
 
-        def stop(wait: bool) -> None:
+        def stop(wait: bool) -> bool:
             if finished(wait=wait and cfg.mlflow.skip_finished):
                 raise _Finished
+            return reported  # the logging process has answered: the run goes on
 
         try:
             metrics = _evaluate(cfg, settings, out_dir, stop=stop, plot=False)
@@ -537,7 +538,7 @@ def _run_logging_in_background(cfg: DictConfig, settings: Settings, out_dir: Pat
 
 
 def _evaluate(cfg: DictConfig, settings: Settings, out_dir: Path,
-              stop: Callable[[bool], None] | None = None, plot: bool = True) -> dict[str, Any]:
+              stop: Callable[[bool], bool] | None = None, plot: bool = True) -> dict[str, Any]:
     """:func:`evaluate_run`; a dataset error ends the run with its one-line message."""
     try:
         return evaluate_run(cfg, settings, out_dir, stop=stop, plot=plot)

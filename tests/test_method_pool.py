@@ -77,6 +77,41 @@ def test_slow_starters_go_first_and_results_stay_in_order(forkable: None) -> Non
     assert start["late"] < start["c"] and start["late"] < start["d"]
 
 
+@needs_fork
+def test_methods_replay_here_until_ready(forkable: None) -> None:
+    answers = iter([False, False])  # then True
+    got = list(method_pool.map_methods(["a", "bb", "ccc", "dddd"], _square_with_pid,
+                                       workers=2, ready=lambda: next(answers, True)))
+    pids = [pid for _, (_, pid) in got]
+    assert [n for n, _ in got] == ["a", "bb", "ccc", "dddd"]
+    assert pids[:2] == [os.getpid()] * 2 and os.getpid() not in pids[2:]
+
+
+class _Stop(Exception):
+    pass
+
+
+@needs_fork
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ready_raising_stops_the_replay(forkable: None, workers: int) -> None:
+    calls = []
+
+    def ready() -> bool:
+        calls.append(time.monotonic())
+        if len(calls) >= 3:
+            raise _Stop
+        return True
+
+    started = time.monotonic()
+    with pytest.raises(_Stop):
+        list(method_pool.map_methods(["slow", "slow2", "slow3", "slow4"], _start_time,
+                                     workers=workers, ready=ready))
+    # one at a time: asked before each method; side by side: every CHECK_EVERY seconds,
+    # long before the first method (0.15 s) is done
+    assert time.monotonic() - started < (0.5 if workers == 1 else 0.15)
+    assert not multiprocessing.active_children()
+
+
 def test_one_worker_runs_in_this_process() -> None:
     got = list(method_pool.map_methods(["a", "bb"], _square_with_pid, workers=1))
     assert got == [("a", (1, os.getpid())), ("bb", (4, os.getpid()))]
