@@ -433,6 +433,8 @@ def _contradictions(store: Consolidatable, t: float, new_live: np.ndarray, vecto
         params.neighbours, k)
     ok &= _at_least(sims, params.contradiction_similarity)
     at = np.flatnonzero(ok)  # the candidates, as positions in labels (row, rank)
+    if not len(at):  # (the common case of a small pass: nothing below costs anything then)
+        return []
     a, b = query[at // labels.shape[1]], labels.reshape(-1)[at]
     # claims of every row involved, coded: -1 none, -2 several, else the id of its one claim
     seen = _rows_in(len(store), a, b)
@@ -452,6 +454,8 @@ def _contradictions(store: Consolidatable, t: float, new_live: np.ndarray, vecto
     differ[several] = [stated[i].isdisjoint(stated[j]) for i, j in zip(
         claims_of[a[several]].tolist(), claims_of[b[several]].tolist(), strict=True)]
     at = at[differ]
+    if not len(at):
+        return []
     # row order, then the search's (similarity) order within a row
     at = at[np.argsort(order[at // labels.shape[1]], kind="stable")]
     a, b, s = query[at // labels.shape[1]], labels.reshape(-1)[at], sims.reshape(-1)[at]
