@@ -91,24 +91,32 @@ class _Stop(Exception):
     pass
 
 
+def _one_second(name: str) -> str:
+    time.sleep(1.0)
+    return name
+
+
 @needs_fork
 @pytest.mark.parametrize("workers", [1, 2])
 def test_ready_raising_stops_the_replay(forkable: None, workers: int) -> None:
-    calls = []
+    calls = 0
 
     def ready() -> bool:
-        calls.append(time.monotonic())
-        if len(calls) >= 3:
+        nonlocal calls
+        calls += 1
+        if calls >= 3:
             raise _Stop
         return True
 
-    started = time.monotonic()
+    got = []
     with pytest.raises(_Stop):
-        list(method_pool.map_methods(["slow", "slow2", "slow3", "slow4"], _start_time,
-                                     workers=workers, ready=ready))
-    # one at a time: asked before each method; side by side: every CHECK_EVERY seconds,
-    # long before the first method (0.15 s) is done
-    assert time.monotonic() - started < (0.5 if workers == 1 else 0.15)
+        for name, _ in method_pool.map_methods(["a", "b", "c", "d"], _one_second,
+                                               workers=workers, ready=ready):
+            got.append(name)
+    # one at a time: asked before each method, so two finished; side by side: asked
+    # before the workers start and every CHECK_EVERY seconds while they work, so stopped
+    # long before any method (1 s) finished
+    assert got == (["a", "b"] if workers == 1 else [])
     assert not multiprocessing.active_children()
 
 
