@@ -252,6 +252,10 @@ class Tracker:
                 continue
             if process_alive(pid, tags.get("pid_start", "")):
                 continue
+            # read again now that its process is known to be gone: it may have ended the run
+            # between the search and the test (only a run it left RUNNING is stale)
+            if retry_locked(self.client.get_run, r.info.run_id).info.status != "RUNNING":
+                continue
             retry_locked(self.client.set_tag, r.info.run_id, "killed_reason",
                          f"process {pid} on {HOST} ended without closing the run")
             retry_locked(self.client.set_terminated, r.info.run_id, "KILLED")

@@ -218,6 +218,38 @@ def test_sigterm_and_sigkill_leave_no_run_running(tmp_path: Path) -> None:
     assert statuses["broken"] == statuses["broken-child"] == "FAILED"
 
 
+def test_reaping_spares_a_run_finished_just_before_its_process_ended(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race of parallel jobs: another tracker finds run X RUNNING, then X's process
+    finishes X and exits before the liveness test; X must stay FINISHED."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    owner = tracking.Tracker(uri, "race", tmp_path / "artifacts")
+    with owner.run("stale", {}):
+        pass
+    stale = _runs(uri, "race")[0].info.run_id
+    owner.client.update_run(stale, status="RUNNING")  # left RUNNING by a SIGKILLed process
+    with owner.run("x", {}):
+        running = owner.run_id
+
+    def gone(pid: int, start: str = "") -> bool:  # every process: x's has exited by now
+        return False
+
+    owner.client.update_run(running, status="RUNNING")  # as the other tracker saw it...
+    real_search = tracking.Tracker._search
+
+    def search_then_finish(self, query):  # ...then x's process finished x
+        found = real_search(self, query)
+        owner.client.set_terminated(running, "FINISHED")
+        return found
+
+    monkeypatch.setattr(tracking.Tracker, "_search", search_then_finish)
+    monkeypatch.setattr(tracking, "process_alive", gone)
+    reaper = tracking.Tracker(uri, "race", tmp_path / "artifacts")
+    assert reaper.reaped == [stale]
+    statuses = {r.info.run_name: r.info.status for r in _runs(uri, "race")}
+    assert statuses == {"stale": "KILLED", "x": "FINISHED"}
+
+
 def test_process_alive_checks_pid_and_start_time() -> None:
     me = os.getpid()
     start = tracking.process_start(me)
