@@ -174,24 +174,6 @@ def test_parallel_run_equals_sequential(tmp_path: Path, forkable: None,
     assert a["corpus"] == b["corpus"] and a["reembed"] == b["reembed"]
 
 
-@needs_fork
-def test_a_failing_method_in_a_worker_keeps_what_finished_before_it(
-        tmp_path: Path, forkable: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    cfg = _cfg(*FAST, "methods=[plain_cosine,smartvector,latest_only]", "method_workers=2")
-    real = runner.make_retriever
-
-    def failing(name, node, ctx):
-        if name == "smartvector":
-            raise RuntimeError("index exploded")
-        return real(name, node, ctx)
-
-    monkeypatch.setattr(runner, "make_retriever", failing)
-    metrics = runner.evaluate_run(cfg, runner.validate(cfg), tmp_path)
-    assert metrics["error"] == {"phase": "method smartvector", "message": "index exploded"}
-    assert set(metrics["methods"]) == {"plain_cosine"}  # latest_only came after the failure
-    assert not multiprocessing.active_children()
-
-
 def test_negative_workers_rejected_with_one_line() -> None:
     with pytest.raises(runner.ConfigError, match="method_workers must be >= 0"):
         runner.validate(_cfg(*FAST, "method_workers=-1"))

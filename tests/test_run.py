@@ -171,9 +171,16 @@ def test_sweep_end_to_end_logs_to_mlflow(tmp_path: Path) -> None:
     assert len({r.data.tags["config_fingerprint"] for r in parents}) == 2
 
 
-def test_a_failing_method_keeps_what_finished(tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    cfg = _cfg(*FAST, "methods=[plain_cosine,smartvector,latest_only]")
+@pytest.mark.parametrize("workers", [1, 2])  # 2: the methods replay in forked processes
+def test_a_failing_method_keeps_what_finished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              workers: int) -> None:
+    import multiprocessing
+
+    from experiments import method_pool
+
+    monkeypatch.setattr(method_pool, "_FORK_UNSAFE", ())  # (a model runtime is not used)
+    cfg = _cfg(*FAST, "methods=[plain_cosine,smartvector,latest_only]",
+               f"method_workers={workers}")
     settings = runner.validate(cfg)
     real = runner.make_retriever
 
@@ -193,6 +200,7 @@ def test_a_failing_method_keeps_what_finished(tmp_path: Path,
     pred = pd.read_csv(out / "predictions.csv")
     assert set(pred["method"]) == {"plain_cosine"} and len(pred) == 138
     assert on_disk["methods"]["plain_cosine"]["quality"]["queries"] == 138
+    assert not multiprocessing.active_children()  # latest_only, after it, was stopped
 
 
 def test_mark_failed_ends_the_run_failed_with_the_error(tmp_path: Path) -> None:
