@@ -20,7 +20,7 @@ from typing import Any
 #: modules whose runtime keeps thread pools that do not survive ``fork``
 _FORK_UNSAFE = ("torch", "openvino", "onnxruntime")
 
-#: seconds between two ``check`` calls while workers replay methods
+#: seconds between two ``ready`` calls while workers replay methods
 CHECK_EVERY = 0.05
 
 _work: Callable[[str], Any] | None = None  # set before forking; the workers inherit it
