@@ -125,6 +125,23 @@ def test_rejects_bad_vectors(kind: str) -> None:
         idx.search(np.array([[1, 0, 0], [0, 0, 0]]), 1)
 
 
+def test_unit_rows_in_blocks_match_row_by_row() -> None:
+    """Many rows are normalised a block at a time: every row comes out as it would alone
+    (float64 norm, float32 result), bit for bit, and a bad row past the first block is named."""
+    from smartvector.index import _ROW_BLOCK, _unit_rows
+
+    rng = np.random.default_rng(5)
+    n = 2 * _ROW_BLOCK + 7
+    x = (rng.normal(size=(n, 24)) * rng.uniform(0.01, 100, size=(n, 1))).astype(np.float32)
+    alone = np.stack([(r / np.linalg.norm(r.astype(np.float64))).astype(np.float32) for r in x])
+    out = _unit_rows(x, 24, None)
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out.view(np.uint32), alone.view(np.uint32))
+    x[_ROW_BLOCK + 3] = 0
+    with pytest.raises(ValueError, match=f"query {_ROW_BLOCK + 3} has zero norm"):
+        _unit_rows(x, 24, None)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_get_vectors_and_replace(kind: str) -> None:
     idx = make_index(kind, 3)
