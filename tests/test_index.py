@@ -142,6 +142,32 @@ def test_unit_rows_in_blocks_match_row_by_row() -> None:
         _unit_rows(x, 24, None)
 
 
+def test_many_vectors_read_from_one_copy_of_the_index_equal_get_items(monkeypatch) -> None:
+    """From 1,024 labels, ``get_vectors`` reads one copy of hnswlib's memory instead of
+    calling ``get_items``: the same float32 values, bit for bit, for labels in any order,
+    after replacements and a build on two threads; an unknown label is still named."""
+    rng = np.random.default_rng(8)
+    n = 2100
+    idx = make_index("hnsw", 12, num_threads=2)
+    x = rng.normal(size=(n, 12)).astype(np.float32)
+    for part in np.array_split(rng.permutation(n), 3):  # labels added out of order
+        idx.add(part, x[part])
+    idx.add(np.arange(10), rng.normal(size=(10, 12)))  # replaced
+    labels = rng.permutation(n)[:1030]
+    one_by_one = np.asarray(idx._index.get_items(labels.astype(np.uint64),
+                                                 return_type="numpy"), dtype=np.float32)
+    calls = []
+    bulk = HnswIndex._bulk_vectors
+    monkeypatch.setattr(HnswIndex, "_bulk_vectors",
+                        lambda self, labels: calls.append(bulk(self, labels)) or calls[-1])
+    got = idx.get_vectors(labels)
+    assert len(calls) == 1 and calls[0] is not None  # (the bulk path was taken)
+    assert got.flags.c_contiguous and got.dtype == np.float32
+    np.testing.assert_array_equal(got.view(np.uint32), one_by_one.view(np.uint32))
+    with pytest.raises(KeyError, match=f"label {n + 3} is not in the index"):
+        idx.get_vectors(np.append(labels, n + 3))
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_get_vectors_and_replace(kind: str) -> None:
     idx = make_index(kind, 3)
