@@ -4,8 +4,9 @@ The methods of one run are independent (each builds its own store from the share
 embeddings), so they can run side by side. The workers are forked from the run's process
 after the corpus and its embeddings are loaded: they start in milliseconds and share those
 pages instead of loading them again. Forking is only safe while no model runtime (torch,
-OpenVINO) has started its thread pool in this process, so a run that embedded with the model
-just now replays its methods one after another (see :func:`can_fork`).
+OpenVINO) has started its thread pool in this process (see :func:`can_fork`), so a run that
+must embed with the model does it in a forked process of its own first
+(:func:`encode_aside`), which fills the embedding cache the run then reads.
 """
 
 from __future__ import annotations
@@ -49,6 +50,40 @@ def can_fork() -> bool:
     and with no model runtime imported (its threads would be missing in the children)."""
     return ("fork" in multiprocessing.get_all_start_methods()
             and not any(m in sys.modules for m in _FORK_UNSAFE))
+
+
+def encode_aside(embedder: Any, texts: Sequence[str]) -> bool:
+    """Embed those of ``texts`` that ``embedder`` (a disk-cached one: with ``uncached``) has
+    not cached, in a forked process, so that the model's runtime never loads here and the
+    method workers can still be forked. The child embeds exactly what this process's
+    ``encode(texts)`` would have (the same texts in the same order: the same batches), and
+    that ``encode`` then finds them all in the cache. True if the child embedded them; on any
+    failure the caller's own ``encode`` embeds (and reports a problem with its one-line
+    error). Ctrl-C or SIGTERM while waiting stops the child."""
+    uncached = getattr(embedder, "uncached", None)
+    if uncached is None or not can_fork():
+        return False
+    missing = uncached(texts)
+    if not missing:
+        return False
+    child = multiprocessing.get_context("fork").Process(
+        target=_fill_cache, args=(embedder, missing), name="embed", daemon=True)
+    child.start()
+    try:
+        child.join()
+    finally:
+        if child.is_alive():
+            child.terminate()
+            child.join()
+    return child.exitcode == 0
+
+
+def _fill_cache(embedder: Any, texts: list[str]) -> None:
+    """The child of :func:`encode_aside`: a failure is left to the parent to report."""
+    try:
+        embedder.encode(texts)
+    except BaseException:  # noqa: BLE001 - the parent embeds again and reports it
+        os._exit(1)
 
 
 def map_methods(names: Sequence[str], work: Callable[[str], Any], workers: int,

@@ -45,7 +45,7 @@ from .dataset import Dataset, DatasetError, load_dataset
 from .evaluate import method_metrics, paired_tests, timing_metrics
 from .log_worker import BackgroundLogger, discard_prespawned
 from .memo import MemoEmbedder
-from .method_pool import map_methods, workers_for
+from .method_pool import encode_aside, map_methods, workers_for
 from .metrics import RELIABILITY_PLOT, plot_predictions_reliability
 from .reembed import edit_costs
 from .replay import Schedule, grade_run, replay, run_rows
@@ -236,7 +236,13 @@ def evaluate_run(cfg: DictConfig, settings: Settings, out_dir: Path,
     # stores then ask per version and hit the memo)
     chunks = {c.text for v in ds.corpus
               for c in chunk_text(v.text, settings.store.max_chunk_chars)}
-    embedder.encode(sorted(chunks) + [q.text for q in ds.queries])
+    texts = sorted(chunks) + [q.text for q in ds.queries]
+    names = list(settings.methods)
+    single_run = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.RUN
+    workers = workers_for(cfg.method_workers, single_run, len(names))
+    if workers > 1 and e.name != "hashing":  # (the model's runtime would forbid the workers)
+        encode_aside(embedder.inner, texts)
+    embedder.encode(texts)
     qvecs = dict(zip([q.id for q in ds.queries],
                      embedder.encode([q.text for q in ds.queries]), strict=True))
     ctx = Context(embedder, settings.store, cfg.protocol.index)
@@ -257,10 +263,7 @@ def evaluate_run(cfg: DictConfig, settings: Settings, out_dir: Path,
         except Exception as e:  # noqa: BLE001 - keep what finished, then fail the run
             return {"error": one_line(e)}
 
-    names = list(settings.methods)
     slow = [n for n in names if make_params(n, settings.methods[n])[0].starts_slowly]
-    single_run = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.RUN
-    workers = workers_for(cfg.method_workers, single_run, len(names))
     frames, runs, outcomes = [], [], {}
     error: dict[str, str] | None = None
     ready = None if stop is None else lambda: stop(False)

@@ -691,6 +691,17 @@ class CachedEmbedder:
             out[i] = np.frombuffer(found[h], dtype="<f4")
         return out
 
+    def uncached(self, texts: Sequence[str]) -> list[str]:
+        """The distinct texts, in first-seen order, whose vectors the cache does not hold:
+        what :meth:`encode` would pass to the inner embedder (nothing is embedded)."""
+        if isinstance(texts, str):
+            raise TypeError("uncached takes a sequence of texts, not a single str")
+        distinct = list(dict.fromkeys(texts))
+        hashes = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in distinct]
+        with self._lock:
+            found = self._lookup(self._connect(), list(dict.fromkeys(hashes)))
+        return [t for t, h in zip(distinct, hashes, strict=True) if h not in found]
+
     def holds_any(self) -> bool:
         """Whether the cache holds at least one vector for this model."""
         with self._lock:

@@ -213,6 +213,28 @@ def test_cache_replaces_stale_zero_rows(tmp_path) -> None:
     assert cache.count() == 2
 
 
+def test_uncached_names_what_encode_would_embed(tmp_path) -> None:
+    """``uncached``: the distinct texts not in the cache, in first-seen order, a stale zero
+    row counting as missing; it embeds nothing, and ``encode`` then embeds exactly those."""
+    path = tmp_path / "cache.sqlite"
+    CachedEmbedder(HashingEmbedder(), path).encode([TEXTS[1]])
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("INSERT INTO embeddings VALUES (?, ?, 384, ?)",
+                 ["hashing-384-s0", hashlib.sha256(b"---").hexdigest(),
+                  np.zeros(384, dtype="<f4").tobytes()])
+    conn.close()
+    rec = Recording()
+    cache = CachedEmbedder(rec, path)
+    asked = [TEXTS[2], TEXTS[1], "---", TEXTS[2], TEXTS[0]]
+    assert cache.uncached(asked) == [TEXTS[2], "---", TEXTS[0]]
+    assert rec.calls == [] and cache.count() == 2
+    cache.encode(asked)
+    assert rec.calls == [[TEXTS[2], "---", TEXTS[0]]]
+    assert cache.uncached(asked) == [] and cache.uncached([]) == []
+    with pytest.raises(TypeError, match="sequence of texts"):
+        cache.uncached("one text")
+
+
 def test_cache_pickles_without_connection(tmp_path) -> None:
     cache = CachedEmbedder(HashingEmbedder(), tmp_path / "c.sqlite")
     cache.encode(TEXTS[:2])

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
@@ -130,6 +131,65 @@ def test_no_fork_while_a_model_runtime_is_loaded(monkeypatch: pytest.MonkeyPatch
     assert not method_pool.can_fork()
     got = list(method_pool.map_methods(["a", "bb"], _square_with_pid, workers=2))
     assert {pid for _, (_, pid) in got} == {os.getpid()}
+
+
+class _PidEmbedder:
+    """A hashing embedder that notes the process it embedded in (in a file: the child's
+    notes must reach the test) and can be told to fail."""
+
+    def __init__(self, log: Path, fail: bool = False) -> None:
+        from smartvector.embedders import HashingEmbedder
+
+        self.inner, self.log, self.fail = HashingEmbedder(dim=32), log, fail
+        self.name, self.dim = self.inner.name, self.inner.dim
+
+    def encode(self, texts):
+        with self.log.open("a") as f:
+            f.write(f"{os.getpid()} {len(texts)}\n")
+        if self.fail:
+            raise RuntimeError("the model is unavailable")
+        return self.inner.encode(texts)
+
+
+@needs_fork
+def test_encode_aside_fills_the_cache_in_a_child(tmp_path: Path, forkable: None) -> None:
+    """A run that must embed does it in a forked child, the texts in the order and batch its
+    own encode would have used; this process then reads them all from the cache, bit for
+    bit what it would have computed, and never embeds itself."""
+    from smartvector.embedders import CachedEmbedder, HashingEmbedder
+
+    log = tmp_path / "embedded.log"
+    cache = CachedEmbedder(_PidEmbedder(log), tmp_path / "cache.sqlite")
+    cache.encode(["already cached"])
+    texts = ["b text", "a text", "already cached", "b text", "c text"]
+    assert method_pool.encode_aside(cache, texts)
+    pid, n = log.read_text().splitlines()[-1].split()
+    assert int(pid) != os.getpid() and int(n) == 3  # one call: the three missing texts
+    got = cache.encode(texts)
+    assert len(log.read_text().splitlines()) == 2  # (nothing embedded here)
+    want = HashingEmbedder(dim=32).encode(texts)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert not method_pool.encode_aside(cache, texts)  # all cached: no child
+    assert len(log.read_text().splitlines()) == 2
+
+
+@needs_fork
+def test_encode_aside_leaves_failures_and_runtimes_to_the_caller(
+        tmp_path: Path, forkable: None, monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    from smartvector.embedders import CachedEmbedder, HashingEmbedder
+
+    failing = CachedEmbedder(_PidEmbedder(tmp_path / "f.log", fail=True), tmp_path / "f.sqlite")
+    assert not method_pool.encode_aside(failing, ["x"])
+    assert "Traceback" not in capfd.readouterr().err  # the caller's encode reports it
+    with pytest.raises(RuntimeError, match="the model is unavailable"):
+        failing.encode(["x"])
+    assert not method_pool.encode_aside(HashingEmbedder(), ["x"])  # no disk cache: no child
+    log = tmp_path / "e.log"
+    cache = CachedEmbedder(_PidEmbedder(log), tmp_path / "e.sqlite")
+    monkeypatch.setattr(method_pool, "_FORK_UNSAFE", ("openvino",))
+    monkeypatch.setitem(sys.modules, "openvino", sys.modules["os"])  # a runtime is loaded
+    assert not method_pool.encode_aside(cache, ["x"]) and not log.exists()
 
 
 @needs_fork
