@@ -12,7 +12,10 @@ cache (beside ``smartvector/kernels.py``) is kept: it is built once per install.
 * ``main``: ``python -m experiments.run`` the first time on the machine (converts the model);
   ``cold``: in another fresh directory (no embedding cache, no MLflow store; the model
   converted); ``warm``: again there with ``mlflow.skip_finished=false`` (warm caches, a new
-  run); ``skipped``: again as is (already in MLflow).
+  run); ``skipped``: again as is (already in MLflow). Runs of a few seconds move by a second
+  with the machine's load, so cold, warm and skipped are measured ``--repeats`` times (3 by
+  default; each round in a new directory, the rounds one after another) and the median is
+  reported, with every run.
 * ``site_policy``: ``python -m experiments.run +experiment=real_site_policy`` cold, model
   conversion included (embeds the corpus's 12,678 chunk texts with all-MiniLM-L6-v2, then
   replays every method).
@@ -47,13 +50,26 @@ PARTS = {
 }
 
 
-def run_part(name: str, log) -> dict:
-    out: dict = {}
+#: parts whose steps after the first are repeated (``--repeats``), the median reported
+REPEATED = {"main"}
+
+
+def steps_of(name: str, repeats: int) -> list[tuple[str, list[str], bool]]:
+    """The part's steps in the order they run: those after the first ``repeats`` times over
+    for a part in :data:`REPEATED` (round after round)."""
+    steps = PARTS[name]
+    if name not in REPEATED or repeats <= 1:
+        return steps
+    return [steps[0], *(step for _ in range(repeats) for step in steps[1:])]
+
+
+def run_part(name: str, log, repeats: int = 1) -> dict:
+    runs: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix=f"bench_harness_{name}_") as root:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT),
                "SMARTVECTOR_CACHE_DIR": str(Path(root) / "user-cache")}
         work = None
-        for i, (label, args, fresh) in enumerate(PARTS[name]):
+        for i, (label, args, fresh) in enumerate(steps_of(name, repeats)):
             if fresh or work is None:
                 work = Path(root) / f"scratch{i}"
                 work.mkdir()
@@ -66,12 +82,23 @@ def run_part(name: str, log) -> dict:
             if proc.returncode != 0:
                 raise SystemExit(f"error: {name} {label} failed (exit {proc.returncode}):\n"
                                  f"{proc.stderr[-2000:]}")
-            out[label] = {"command": "python " + " ".join(args), "wall_s": round(wall, 1),
-                          "new_directory": fresh,
-                          "load_avg_before": round(load0, 2),
-                          "load_avg_after": round(os.getloadavg()[0], 2)}
+            runs.setdefault(label, []).append(
+                {"command": "python " + " ".join(args), "wall_s": round(wall, 1),
+                 "new_directory": fresh, "load_avg_before": round(load0, 2),
+                 "load_avg_after": round(os.getloadavg()[0], 2)})
             log(f"  {name} {label}: {wall:.1f} s (load {load0:.1f} -> "
                 f"{os.getloadavg()[0]:.1f})")
+    return {label: median_run(rs) for label, rs in runs.items()}
+
+
+def median_run(runs: list[dict]) -> dict:
+    """The run with the median wall time (of an odd count; the lower middle one of an even
+    count), with every run's wall time and load before it when there are several."""
+    if len(runs) == 1:
+        return runs[0]
+    out = dict(sorted(runs, key=lambda r: r["wall_s"])[(len(runs) - 1) // 2])
+    out["runs_s"] = [r["wall_s"] for r in runs]
+    out["runs_load_avg_before"] = [r["load_avg_before"] for r in runs]
     return out
 
 
@@ -79,8 +106,13 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", default="main,site_policy,paper",
                     help="comma-separated parts: main, site_policy, paper")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="times the main job's cold, warm and skipped steps are measured (the "
+                         "median is reported)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
+    if args.repeats < 1:
+        ap.error(f"--repeats must be >= 1, got {args.repeats}")
     parts = [p.strip() for p in args.only.split(",") if p.strip()]
     unknown = sorted(set(parts) - set(PARTS))
     if unknown:
@@ -93,7 +125,8 @@ def main(argv=None) -> dict:
         print(f"{name}:", flush=True)
         info = machine()
         t0 = time.perf_counter()
-        res["parts"][name] = {"machine": info, **run_part(name, lambda s: print(s, flush=True))}
+        res["parts"][name] = {"machine": info, **run_part(name, lambda s: print(s, flush=True),
+                                                          args.repeats)}
         res["parts"][name]["wall_s"] = round(time.perf_counter() - t0, 1)
     write_result("harness", res, str(path))
     print("; ".join(f"{n} {lab} {p[lab]['wall_s']} s" for n, p in res["parts"].items()

@@ -288,7 +288,9 @@ def harness_section(h: dict) -> list[str]:
            "model cache (`SMARTVECTOR_CACHE_DIR`, where the model's one-time OpenVINO "
            "conversion is kept per user), then again in the same directory or, where the step "
            "says so, in a new one. The main job's `first` step is its first run on a machine "
-           "(it converts the model), `cold` a run in a new directory after that. Wall-clock "
+           "(it converts the model), `cold` a run in a new directory after that; `cold`, `warm` "
+           "and `skipped` are measured in rounds (a new directory each, `--repeats`, 3 by "
+           "default) and the median run is shown, with every run's time. Wall-clock "
            "seconds of the command as a user types it.", "",
            "| part | step | command | wall time | load before / after | machine |",
            "|---|---|---|---:|---|---|"]
@@ -297,7 +299,11 @@ def harness_section(h: dict) -> list[str]:
         for label, r in part.items():
             if not isinstance(r, dict) or "wall_s" not in r or label == "machine":
                 continue
-            out.append(f"| {name} | {label} | `{r['command']}` | {r['wall_s']:.1f} s | "
+            runs = ""
+            if r.get("runs_s"):
+                runs = (f" (median of {len(r['runs_s'])}: "
+                        f"{', '.join(f'{w:.1f}' for w in r['runs_s'])} s)")
+            out.append(f"| {name} | {label} | `{r['command']}` | {r['wall_s']:.1f} s{runs} | "
                        f"{r['load_avg_before']:.1f} / {r['load_avg_after']:.1f} | "
                        f"{m['cpu']}, {m['cores']} cores; {m['date']} |")
     return out
@@ -314,8 +320,11 @@ def harness_verdicts(h: dict) -> list[str]:
                 if name == "main" and label == "cold" and "first" in part:
                     extra = (f"; the first run on the machine, converting the model: "
                              f"{part['first']['wall_s']:,.1f} s")
+                runs = part[label].get("runs_s")
+                spread = (f", median of {len(runs)}: {min(runs):,.1f}-{max(runs):,.1f} s"
+                          if runs else "")
                 out.append(f"| {what}: under {target:,} s | {w:,.1f} s (load "
-                           f"{part[label]['load_avg_before']:.1f}){extra} | "
+                           f"{part[label]['load_avg_before']:.1f}{spread}){extra} | "
                            f"{_ok(w < target)} |")
     return out
 
