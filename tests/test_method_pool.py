@@ -15,6 +15,7 @@ from hydra import compose, initialize_config_dir
 
 from experiments import method_pool
 from experiments import run as runner
+from smartvector.embedders import CachedEmbedder, HashingEmbedder
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ["embedder=hashing", "reembed.n_edits=20", "n_boot=200"]
@@ -138,8 +139,6 @@ class _PidEmbedder:
     notes must reach the test) and can be told to fail."""
 
     def __init__(self, log: Path, fail: bool = False) -> None:
-        from smartvector.embedders import HashingEmbedder
-
         self.inner, self.log, self.fail = HashingEmbedder(dim=32), log, fail
         self.name, self.dim = self.inner.name, self.inner.dim
 
@@ -156,8 +155,6 @@ def test_encode_aside_fills_the_cache_in_a_child(tmp_path: Path, forkable: None)
     """A run that must embed does it in a forked child, the texts in the order and batch its
     own encode would have used; this process then reads them all from the cache, bit for
     bit what it would have computed, and never embeds itself."""
-    from smartvector.embedders import CachedEmbedder, HashingEmbedder
-
     log = tmp_path / "embedded.log"
     cache = CachedEmbedder(_PidEmbedder(log), tmp_path / "cache.sqlite")
     cache.encode(["already cached"])
@@ -177,8 +174,6 @@ def test_encode_aside_fills_the_cache_in_a_child(tmp_path: Path, forkable: None)
 def test_encode_aside_leaves_failures_and_runtimes_to_the_caller(
         tmp_path: Path, forkable: None, monkeypatch: pytest.MonkeyPatch,
         capfd: pytest.CaptureFixture[str]) -> None:
-    from smartvector.embedders import CachedEmbedder, HashingEmbedder
-
     failing = CachedEmbedder(_PidEmbedder(tmp_path / "f.log", fail=True), tmp_path / "f.sqlite")
     assert not method_pool.encode_aside(failing, ["x"])
     assert "Traceback" not in capfd.readouterr().err  # the caller's encode reports it
