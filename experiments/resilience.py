@@ -161,6 +161,63 @@ def quiet_mlflow_logs() -> None:
     _QUIET = True
 
 
+_WAL = False
+_OPEN: list[Any] = []  # (pid, connection) of each SQLite connection opened
+
+
+def wal_sqlite_stores() -> None:
+    """Open this process's SQLite MLflow stores in WAL mode with ``synchronous=NORMAL``
+    (before the first client is made).
+
+    MLflow's SQLite store commits every call (a run, a batch of params, a run's end) as a
+    transaction. In SQLite's default rollback-journal mode each commit waits for the disk
+    (several fsyncs) while it locks out every other process, readers included, so two sweep
+    jobs that log at once wait for each other's disk. In WAL mode a commit appends to the
+    write-ahead log, which is synced at checkpoints, and readers never block the writer.
+    A commit survives the process being killed; a power cut may lose the last commits but
+    leaves the database intact. The mode belongs to the database file: it stays WAL for
+    every later reader (the MLflow UI included); SQLite on a network filesystem is
+    unsupported in either mode. The connections are closed at exit (also by
+    :func:`exit_now`), which folds the log back into the database and removes the
+    ``-wal`` and ``-shm`` files.
+    """
+    global _WAL
+    if _WAL:
+        return
+    import atexit
+    import sqlite3
+
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    def pragmas(conn: Any, _record: Any) -> None:
+        if not isinstance(conn, sqlite3.Connection):
+            return
+        try:
+            conn.execute("PRAGMA busy_timeout = 20000")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        except sqlite3.Error:  # e.g. locked for longer than the timeout: keep its mode
+            pass
+        _OPEN.append((os.getpid(), conn))
+
+    event.listen(Engine, "connect", pragmas)
+    atexit.register(_close_sqlite)
+    _WAL = True
+
+
+def _close_sqlite() -> None:
+    """Close the connections :func:`wal_sqlite_stores` saw open (the last one to close a
+    database checkpoints its log)."""
+    while _OPEN:
+        pid, conn = _OPEN.pop()
+        if pid == os.getpid():  # (never a forked parent's)
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - exiting: nothing to report it to
+                pass
+
+
 @contextmanager
 def store_lock(tracking_uri: str) -> Iterator[None]:
     """An inter-process lock for a local SQLite store (no-op for other stores).

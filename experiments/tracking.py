@@ -14,7 +14,9 @@ Robustness: every run carries ``host``/``pid``/``pid_start`` tags and ends FINIS
 or KILLED (Ctrl-C, or SIGTERM inside :func:`sigterm_as_interrupt`); a run whose process was
 SIGKILLed is marked KILLED by the next :class:`Tracker` opened on the same experiment from
 the same host. Writes to a SQLite store retry on "database is locked", and opening a SQLite
-store is serialised across processes (schema creation is not concurrency-safe in MLflow).
+store is serialised across processes (schema creation is not concurrency-safe in MLflow),
+and SQLite stores are written in WAL mode (commits do not wait for the disk, readers do not
+block writers: :func:`~experiments.resilience.wal_sqlite_stores`).
 
 Team servers (``python -m experiments.team_server``): with an ``http(s)://`` tracking URI the
 artifacts go through the server (its ``--artifacts-destination``), never to a local folder;
@@ -54,6 +56,7 @@ from .resilience import (  # noqa: F401 - re-exported for the runner and import 
     sqlite_problem,
     store_lock,
     unreachable,
+    wal_sqlite_stores,
 )
 
 PACKAGES = ("smartvector-bench", "numpy", "hnswlib", "sentence-transformers", "torch",
@@ -207,6 +210,7 @@ class Tracker:
         from mlflow import MlflowClient
 
         quiet_mlflow_logs()
+        wal_sqlite_stores()
         self.tracking_uri = tracking_uri
         self._stack: list[str] = []
         self._context_tags: dict[str, str] | None = None
@@ -484,6 +488,7 @@ def _read_finished(tracking_uri: str, experiment: str) -> dict[str, str] | None:
     from mlflow import MlflowClient
 
     quiet_mlflow_logs()
+    wal_sqlite_stores()
     with store_lock(tracking_uri):
         client = MlflowClient(tracking_uri)
     exp = retry_locked(client.get_experiment_by_name, experiment)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -393,3 +394,41 @@ def test_sqlite_lock_errors_are_retried() -> None:
     with pytest.raises(ValueError):
         tracking.retry_locked(broken, first_delay=0.001)
     assert len(calls) == 1
+
+
+def test_sqlite_connections_are_opened_in_wal_mode_and_closed_at_exit(tmp_path: Path) -> None:
+    """Every SQLAlchemy engine on SQLite opened after ``wal_sqlite_stores`` commits through a
+    write-ahead log without waiting for the disk (``synchronous=NORMAL``, 1), and the
+    connections are closed at exit, which removes the log files; a plain sqlite3
+    connection (not through SQLAlchemy) keeps SQLite's defaults."""
+    script = f"""
+import sqlite3
+from sqlalchemy import create_engine
+from experiments.resilience import exit_now, wal_sqlite_stores
+wal_sqlite_stores()
+wal_sqlite_stores()  # twice: one hook
+engine = create_engine("sqlite:///{tmp_path}/store.db")
+with engine.begin() as conn:
+    conn.exec_driver_sql("CREATE TABLE t (x INTEGER)")
+    conn.exec_driver_sql("INSERT INTO t VALUES (7)")
+with engine.connect() as conn:
+    print(conn.exec_driver_sql("PRAGMA journal_mode").scalar(),
+          conn.exec_driver_sql("PRAGMA synchronous").scalar(), flush=True)
+plain = sqlite3.connect("{tmp_path}/plain.db")
+print(plain.execute("PRAGMA journal_mode").fetchone()[0],
+      plain.execute("PRAGMA synchronous").fetchone()[0], flush=True)
+plain.close()
+import os
+print(sorted(os.listdir("{tmp_path}")), flush=True)
+exit_now(0)
+"""
+    proc = _finish(_start(["-c", script]), 120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "wal 1"
+    assert lines[1] == "delete 2"  # SQLite's defaults: rollback journal, FULL
+    assert "store.db-wal" in lines[2]  # the log while the engine is open...
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plain.db", "store.db"]  # ...gone
+    with sqlite3.connect(tmp_path / "store.db") as db:
+        assert db.execute("SELECT x FROM t").fetchall() == [(7,)]
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pandas as pd
@@ -139,6 +140,13 @@ def test_sweep_end_to_end_logs_to_mlflow(tmp_path: Path) -> None:
     rumors = [json.loads((tmp_path / "multirun" / j / "metrics.json").read_text())
               ["corpus"]["injected"] for j in ("0", "1")]
     assert rumors[0] == 0 and rumors[1] > 0
+
+    # the store was written in WAL mode, and the jobs' exits folded the log back into it
+    import sqlite3
+
+    with closing(sqlite3.connect(tmp_path / "mlflow.db")) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert not list(tmp_path.glob("mlflow.db-*"))
 
     # what MLflow holds
     import mlflow
