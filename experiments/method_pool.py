@@ -98,7 +98,32 @@ def map_methods(names: Sequence[str], work: Callable[[str], Any], workers: int,
     exception it raises stops the replay, and until it says True the methods replay here,
     one after another (the workers would take the cores from whatever it waits for).
     Leaving the iteration early (a ``break``, ``close()``, an exception) stops the workers.
+
+    Every method replays with one BLAS thread (:func:`one_blas_thread`), here or in a
+    worker.
     """
+    with one_blas_thread():
+        yield from _map_methods(names, work, workers, first, ready)
+
+
+def one_blas_thread() -> Any:
+    """A context in which this process's BLAS (and the workers forked in it) use one thread.
+
+    Two reasons. Side by side, each worker's BLAS would start a thread per core, and the
+    threads of two workers wait for each other's cores: a warm run of the PEPs corpus took
+    193 s with them, 135 s without (the products are small: a query against a few thousand
+    rows). And the bits: OpenBLAS's multi-threaded product of a query with a large index
+    rounds differently in the last bit from its single-threaded one, and a sweep's joblib
+    workers already run BLAS on one thread, so a single run now gives the same similarities
+    as the same configuration in a sweep."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def _map_methods(names: Sequence[str], work: Callable[[str], Any], workers: int,
+                 first: Collection[str], ready: Callable[[], bool] | None
+                 ) -> Iterator[tuple[str, Any]]:
     parallel = workers > 1 and can_fork()
     todo = list(names)
     while todo:

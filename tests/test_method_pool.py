@@ -127,6 +127,25 @@ def test_one_worker_runs_in_this_process() -> None:
     assert got == [("a", (1, os.getpid())), ("bb", (4, os.getpid()))]
 
 
+def _blas_threads(_name: str = "") -> list[int]:
+    from threadpoolctl import threadpool_info
+
+    return sorted({p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"})
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_methods_replay_with_one_blas_thread(forkable: None, workers: int) -> None:
+    """Here and in the workers (side by side, more BLAS threads only wait for a core, and a
+    sweep's workers already use one: the same bits either way); restored afterwards."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert _blas_threads() == [2]
+        got = dict(method_pool.map_methods(["a", "b", "c"], _blas_threads, workers))
+        assert got == {"a": [1], "b": [1], "c": [1]}
+        assert _blas_threads() == [2]
+
+
 def test_no_fork_while_a_model_runtime_is_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "openvino", sys.modules["os"])  # any module object
     assert not method_pool.can_fork()
