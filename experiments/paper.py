@@ -103,6 +103,17 @@ def _all_finished(study: str, overrides: list[str]) -> bool:
     return pending is None
 
 
+def _study_command(study: str, base: list[str], common: list[str]) -> list[str]:
+    """The command that runs a study: a sweep (``-m``, with ``common``'s launcher), or, for a
+    study of one configuration (the real corpora), a single run with ``base``'s overrides: a
+    single run replays its methods side by side on every core and embeds in a process of its
+    own, where a one-job sweep would replay them one at a time in one process. The results
+    are the same either way (the output directory is ``outputs/`` instead of ``multirun/``)."""
+    if len(sweep_jobs(study, base)) == 1:
+        return ["-m", "experiments.run", f"+experiment={study}", *base]
+    return ["-m", "experiments.run", "-m", f"+experiment={study}", *common]
+
+
 def best_dev_weights(tracking_uri: str) -> dict[str, float]:
     """The grid point with the highest development accuracy (ties: the one nearest the
     paper's defaults, then the smallest weights), read from the MLflow store."""
@@ -146,7 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")
-    common = [f"embedder={args.embedder}", f"mlflow.tracking_uri={args.tracking_uri}"]
+    base = [f"embedder={args.embedder}", f"mlflow.tracking_uri={args.tracking_uri}"]
+    # the studies' configurations are composed by the tests: each sweep composes only its
+    # first job before launching (hydra_plugins/smartvector_sweeper), not all of them
+    common = [*base, "hydra/sweeper=check_first"]
     if args.jobs > 1:  # each worker process loads the model once and keeps it for its jobs
         common += ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={args.jobs}"]
     wanted = set(args.only) if args.only else set(SWEEPS) | {"reembed_length", "weights_test"}
@@ -156,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         if name in wanted:
             t1 = time.perf_counter()
             if args.force_sweeps or not _all_finished(name, common):
-                _run(["-m", "experiments.run", "-m", f"+experiment={name}", *common])
+                _run(_study_command(name, base, common))
             timings[name] = time.perf_counter() - t1
     if "reembed_length" in wanted:
         timings["reembed_length"] = _run([

@@ -95,6 +95,50 @@ def test_paper_studies_draw_no_per_run_plot() -> None:
     assert _cfg().plots.reliability is True  # a single run still draws it
 
 
+def test_one_configuration_studies_run_as_single_runs() -> None:
+    """The real corpora (one job each) run as single runs, their methods side by side; every
+    other study as a sweep through the launcher."""
+    base = ["embedder=hashing", "mlflow.tracking_uri=sqlite:///x.db"]
+    common = [*base, "hydra/sweeper=check_first", "hydra/launcher=joblib",
+              "hydra.launcher.n_jobs=2"]
+    singles = [s for s in paper.SWEEPS if "-m" not in paper._study_command(s, base, common)[2:]]
+    assert singles == ["real_site_policy", "real_peps"]
+    assert paper._study_command("real_peps", base, common) == [
+        "-m", "experiments.run", "+experiment=real_peps", *base]
+    assert paper._study_command("table1", base, common) == [
+        "-m", "experiments.run", "-m", "+experiment=table1", *common]
+
+
+def _sweep(tmp: Path, *overrides: str):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    return subprocess.run([sys.executable, "-m", "experiments.run", "-m", *FAST,
+                           "mlflow.enabled=false", f"hydra.sweep.dir={tmp}", *overrides],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+                          check=False)
+
+
+def test_check_first_sweeper_composes_only_the_first_job_up_front(tmp_path: Path) -> None:
+    """With ``hydra/sweeper=check_first`` (the paper's studies) a job whose configuration
+    does not compose fails when its turn comes, after the jobs before it ran; Hydra's basic
+    sweeper composes every job first and runs none. The study's own sweep still applies."""
+    bad = "methods=plain_cosine,no_such_method"
+    first = _sweep(tmp_path / "first", "hydra/sweeper=check_first", bad)
+    assert first.returncode != 0 and "no_such_method" in first.stderr
+    assert (tmp_path / "first" / "0" / "metrics.json").is_file()
+    assert "check_first.CheckFirstSweeper" in (tmp_path / "first" / "multirun.yaml").read_text()
+    basic = _sweep(tmp_path / "basic", bad)
+    assert basic.returncode != 0 and "no_such_method" in basic.stderr
+    assert not (tmp_path / "basic" / "0").exists()
+    study = _sweep(tmp_path / "study", "hydra/sweeper=check_first", "+experiment=table1_dev",
+                   "methods=[plain_cosine]", "seed=100,101")
+    assert study.returncode == 0, study.stderr[-2000:]
+    assert sorted(p.name for p in (tmp_path / "study").iterdir() if p.is_dir()) == ["0", "1"]
+
+
 def test_finished_configurations_one_search(tmp_path: Path) -> None:
     missing = f"sqlite:///{tmp_path}/none/mlflow.db"
     assert tracking.finished_configurations(missing, "x") == {}

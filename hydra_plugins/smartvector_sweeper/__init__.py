@@ -1,0 +1,1 @@
+"""Hydra sweeper plugin of smartvector-bench (``hydra/sweeper=check_first``)."""
