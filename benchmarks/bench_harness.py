@@ -20,7 +20,8 @@ cache (beside ``smartvector/kernels.py``) is kept: it is built once per install.
   conversion included (embeds the corpus's 12,678 chunk texts with all-MiniLM-L6-v2, then
   replays every method).
 * ``paper``: ``python -m experiments.paper`` cold, model conversion included (every study,
-  two jobs at a time), then again (every configuration already finished: skipped).
+  two jobs at a time), then again (every configuration already finished: skipped); each
+  study's wall time, as the command prints it, is kept too (``studies_s``).
 
 Writes ``results/benchmarks/harness.json``; the last line printed gives every wall time.
 """
@@ -82,13 +83,27 @@ def run_part(name: str, log, repeats: int = 1) -> dict:
             if proc.returncode != 0:
                 raise SystemExit(f"error: {name} {label} failed (exit {proc.returncode}):\n"
                                  f"{proc.stderr[-2000:]}")
-            runs.setdefault(label, []).append(
-                {"command": "python " + " ".join(args), "wall_s": round(wall, 1),
-                 "new_directory": fresh, "load_avg_before": round(load0, 2),
-                 "load_avg_after": round(os.getloadavg()[0], 2)})
+            run = {"command": "python " + " ".join(args), "wall_s": round(wall, 1),
+                   "new_directory": fresh, "load_avg_before": round(load0, 2),
+                   "load_avg_after": round(os.getloadavg()[0], 2)}
+            studies = study_times(proc.stdout) if name == "paper" else None
+            if studies:
+                run["studies_s"] = studies
+            runs.setdefault(label, []).append(run)
             log(f"  {name} {label}: {wall:.1f} s (load {load0:.1f} -> "
                 f"{os.getloadavg()[0]:.1f})")
     return {label: median_run(rs) for label, rs in runs.items()}
+
+
+def study_times(stdout: str) -> dict[str, float] | None:
+    """The wall time of each study that ``experiments.paper`` prints last (a JSON object),
+    or None if its output does not end with one."""
+    start = stdout.rfind("\n{")
+    try:
+        times = json.loads(stdout[start + 1:] if start >= 0 else stdout)
+    except json.JSONDecodeError:
+        return None
+    return times if isinstance(times, dict) else None
 
 
 def median_run(runs: list[dict]) -> dict:

@@ -306,6 +306,12 @@ def harness_section(h: dict) -> list[str]:
             out.append(f"| {name} | {label} | `{r['command']}` | {r['wall_s']:.1f} s{runs} | "
                        f"{r['load_avg_before']:.1f} / {r['load_avg_after']:.1f} | "
                        f"{m['cpu']}, {m['cores']} cores; {m['date']} |")
+    for name, part in h["parts"].items():
+        for label, r in part.items():
+            if isinstance(r, dict) and r.get("studies_s"):
+                times = {k: v for k, v in r["studies_s"].items() if k != "total"}
+                out += ["", f"{name} {label}, each study's wall time: " + ", ".join(
+                    f"{k} {v:,.1f} s" for k, v in times.items()) + "."]
     return out
 
 
