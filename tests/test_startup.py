@@ -113,6 +113,34 @@ def test_bm25_indexes_are_shared_between_equal_ledgers() -> None:
     assert other._bm25 is not a._bm25
 
 
+def test_bm25_prefix_tokens_equal_bm25s_tokenize_of_the_prefix() -> None:
+    """Each text tokenized once, yet every prefix gets the ids and vocabulary that
+    ``bm25s.tokenize`` gives it (first appearance order), so the indexes score the same."""
+    import bm25s
+
+    texts = ["Passwords rotate every ninety days.", "", "The cafeteria opens at eight; the "
+             "cafeteria closes at six.", "and the of", "Remote work: two days a week",
+             "passwords MUST be long, passwords must be new", "x y z", "eight days"]
+    tokens = bm25._PrefixTokens()
+    for n in range(1, len(texts) + 1):
+        tokens.extend(texts[:n])
+        want = bm25s.tokenize(texts[:n], stopwords="en", show_progress=False)
+        got = tokens.prefix(n)
+        assert got.ids == want.ids and list(got.vocab.items()) == list(want.vocab.items())
+    tokens.extend(texts)  # nothing new
+    assert len(tokens.ids) == len(texts)
+    index = bm25.BM25Index(_ledger([]), 1.5, 0.75)
+    for n in (1, 3, 6, 8):
+        index.ledger.texts[:] = texts[:n]
+        fresh = bm25s.BM25(k1=1.5, b=0.75)
+        fresh.index(bm25s.tokenize(texts[:n], stopwords="en", show_progress=False),
+                    show_progress=False)
+        q = [w for w in ("passwords", "cafeteria", "days") if w in fresh.vocab_dict]
+        bm25._BUILT.clear()  # built here, not found in the shared cache
+        got = index.scores("passwords cafeteria days", n)
+        assert np.array_equal(got, np.asarray(fresh.get_scores(q), dtype=np.float64))
+
+
 def test_bm25_shared_indexes_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bm25, "_BUILT_MAX_ROWS", 5)
     monkeypatch.setattr(bm25, "_BUILT", type(bm25._BUILT)())

@@ -4,6 +4,7 @@ in time order, so it is rebuilt only when that prefix grows): time travel stays 
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -40,8 +41,10 @@ _BUILT: OrderedDict[tuple, tuple[Any, set[str]]] = OrderedDict()
 _BUILT_MAX_ROWS = 200_000  # rows over all kept indexes (bounds the memory)
 
 
-def _build(texts: tuple[str, ...], k1: float, b: float) -> tuple[Any, set[str]]:
-    """A BM25 index of ``texts`` and its vocabulary (deterministic: shared when equal)."""
+def _build(texts: tuple[str, ...], k1: float, b: float,
+           tokens: Any = None) -> tuple[Any, set[str]]:
+    """A BM25 index of ``texts`` and its vocabulary (deterministic: shared when equal).
+    ``tokens``: ``bm25s.tokenize(texts)``'s result, if the caller has it."""
     import bm25s
 
     key = (k1, b, texts)
@@ -49,7 +52,8 @@ def _build(texts: tuple[str, ...], k1: float, b: float) -> tuple[Any, set[str]]:
     if hit is not None:
         _BUILT.move_to_end(key)
         return hit
-    tokens = bm25s.tokenize(list(texts), stopwords="en", show_progress=False)
+    if tokens is None:
+        tokens = bm25s.tokenize(list(texts), stopwords="en", show_progress=False)
     bm25 = bm25s.BM25(k1=k1, b=b)
     bm25.index(tokens, show_progress=False)
     built = (bm25, set(tokens.vocab))
@@ -60,6 +64,38 @@ def _build(texts: tuple[str, ...], k1: float, b: float) -> tuple[Any, set[str]]:
     return built
 
 
+class _PrefixTokens:
+    """``bm25s.tokenize`` of a growing list of texts, for any prefix, each text tokenized
+    once: token ids are given in order of first appearance, as ``bm25s.tokenize`` gives
+    them, so the ids and vocabulary of the first ``n`` texts are exactly those it returns
+    for ``texts[:n]`` (and the index built from them is the same)."""
+
+    def __init__(self) -> None:
+        self.ids: list[list[int]] = []
+        self.vocab: dict[str, int] = {}
+        self._vocab_at: list[int] = [0]  # vocabulary size after each text
+
+    def extend(self, texts: list[str]) -> None:
+        """Tokenize the texts beyond those already seen (``texts`` extends them)."""
+        import bm25s
+
+        new = texts[len(self.ids):]
+        if not new:
+            return
+        vocab = self.vocab
+        for words in bm25s.tokenize(new, stopwords="en", return_ids=False,
+                                    show_progress=False):
+            self.ids.append([vocab.setdefault(w, len(vocab)) for w in words])
+            self._vocab_at.append(len(vocab))
+
+    def prefix(self, n: int) -> Any:
+        """What ``bm25s.tokenize(texts[:n])`` returns."""
+        from bm25s.tokenization import Tokenized
+
+        vocab = dict(itertools.islice(self.vocab.items(), self._vocab_at[n]))
+        return Tokenized(ids=self.ids[:n], vocab=vocab)
+
+
 class BM25Index:
     """A BM25 index over the first ``n`` rows of a ledger, rebuilt when ``n`` changes."""
 
@@ -68,6 +104,7 @@ class BM25Index:
         self._n = -1
         self._bm25 = None
         self._vocab: set[str] = set()
+        self._tokens = _PrefixTokens()  # the ledger only grows: each text tokenized once
 
     def scores(self, text: str, n: int) -> np.ndarray:
         """BM25 score of every one of the first ``n`` rows for ``text``."""
@@ -77,7 +114,13 @@ class BM25Index:
         if n == 0:
             return np.empty(0)
         if n != self._n:
-            self._bm25, self._vocab = _build(tuple(self.ledger.texts[:n]), self.k1, self.b)
+            texts = tuple(self.ledger.texts[:n])
+            key = (self.k1, self.b, texts)
+            tokens = None
+            if key not in _BUILT:
+                self._tokens.extend(self.ledger.texts)
+                tokens = self._tokens.prefix(n)
+            self._bm25, self._vocab = _build(texts, self.k1, self.b, tokens)
             self._n = n
         q = [w for w in bm25s.tokenize([text], stopwords="en", return_ids=False,
                                        show_progress=False)[0] if w in self._vocab]
