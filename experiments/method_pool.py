@@ -15,7 +15,9 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 #: modules whose runtime keeps thread pools that do not survive ``fork``
@@ -116,9 +118,37 @@ def one_blas_thread() -> Any:
     rounds differently in the last bit from its single-threaded one, and a sweep's joblib
     workers already run BLAS on one thread, so a single run now gives the same similarities
     as the same configuration in a sweep."""
-    from threadpoolctl import threadpool_limits
+    global _BLAS
+    if _BLAS is None:
+        from threadpoolctl import ThreadpoolController
 
-    return threadpool_limits(limits=1, user_api="blas")
+        # its scan of the loaded libraries runs Python in ctypes callbacks, which would
+        # swallow a Ctrl-C arriving then (printed, not raised): it waits for the scan
+        with _sigint_held():
+            _BLAS = ThreadpoolController()
+    return _BLAS.limit(limits=1, user_api="blas")
+
+
+_BLAS: Any = None  # the BLAS libraries found (threadpoolctl.ThreadpoolController), once
+
+
+@contextmanager
+def _sigint_held() -> Iterator[None]:
+    """Hold a SIGINT (Ctrl-C) arriving in the block until it ends, then act on it as the
+    handler in place would (in the main thread; elsewhere signals are not ours)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[Any] = []
+    previous = signal.signal(signal.SIGINT, lambda *sig: got.append(sig))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if got and callable(previous):
+            previous(*got[0])  # Python's default handler raises KeyboardInterrupt
+        elif got and previous == signal.SIG_DFL:
+            os.kill(os.getpid(), signal.SIGINT)
 
 
 def _map_methods(names: Sequence[str], work: Callable[[str], Any], workers: int,

@@ -146,6 +146,31 @@ def test_methods_replay_with_one_blas_thread(forkable: None, workers: int) -> No
         assert _blas_threads() == [2]
 
 
+def test_ctrl_c_during_the_blas_library_scan_is_not_lost(monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """threadpoolctl finds the BLAS libraries in ctypes callbacks, where a KeyboardInterrupt
+    is printed and dropped: a SIGINT arriving during that scan is raised once it is done."""
+    import contextlib
+    import ctypes
+
+    class Scan:  # a ThreadpoolController whose scan is interrupted in a ctypes callback
+        def __init__(self) -> None:
+            def inside() -> int:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)  # (an unheld SIGINT is raised here, inside the callback)
+                return 0
+
+            ctypes.CFUNCTYPE(ctypes.c_int)(inside)()
+
+        def limit(self, **_: object) -> contextlib.AbstractContextManager:
+            return contextlib.nullcontext()
+
+    monkeypatch.setattr(method_pool, "_BLAS", None)
+    monkeypatch.setattr("threadpoolctl.ThreadpoolController", Scan)
+    with pytest.raises(KeyboardInterrupt):
+        method_pool.one_blas_thread()
+
+
 def test_no_fork_while_a_model_runtime_is_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "openvino", sys.modules["os"])  # any module object
     assert not method_pool.can_fork()
