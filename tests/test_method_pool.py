@@ -146,29 +146,39 @@ def test_methods_replay_with_one_blas_thread(forkable: None, workers: int) -> No
         assert _blas_threads() == [2]
 
 
-def test_ctrl_c_during_the_blas_library_scan_is_not_lost(monkeypatch: pytest.MonkeyPatch
-                                                         ) -> None:
+_SCAN_INTERRUPTED = """
+import contextlib, ctypes, os, signal, time
+import threadpoolctl
+from experiments import method_pool
+
+class Scan:  # a ThreadpoolController whose scan is interrupted in a ctypes callback
+    def __init__(self):
+        def inside():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # (an unheld SIGINT is raised here, inside the callback)
+            return 0
+        ctypes.CFUNCTYPE(ctypes.c_int)(inside)()
+    def limit(self, **_):
+        return contextlib.nullcontext()
+
+threadpoolctl.ThreadpoolController = Scan
+try:
+    method_pool.one_blas_thread()
+    print("lost")
+except KeyboardInterrupt:
+    print("raised")
+"""
+
+
+def test_ctrl_c_during_the_blas_library_scan_is_not_lost() -> None:
     """threadpoolctl finds the BLAS libraries in ctypes callbacks, where a KeyboardInterrupt
-    is printed and dropped: a SIGINT arriving during that scan is raised once it is done."""
-    import contextlib
-    import ctypes
+    is printed and dropped: a SIGINT arriving during that scan is raised once it is done (in
+    a process of its own: the test sends it a real SIGINT)."""
+    import subprocess
 
-    class Scan:  # a ThreadpoolController whose scan is interrupted in a ctypes callback
-        def __init__(self) -> None:
-            def inside() -> int:
-                os.kill(os.getpid(), signal.SIGINT)
-                time.sleep(0.05)  # (an unheld SIGINT is raised here, inside the callback)
-                return 0
-
-            ctypes.CFUNCTYPE(ctypes.c_int)(inside)()
-
-        def limit(self, **_: object) -> contextlib.AbstractContextManager:
-            return contextlib.nullcontext()
-
-    monkeypatch.setattr(method_pool, "_BLAS", None)
-    monkeypatch.setattr("threadpoolctl.ThreadpoolController", Scan)
-    with pytest.raises(KeyboardInterrupt):
-        method_pool.one_blas_thread()
+    out = subprocess.run([sys.executable, "-c", _SCAN_INTERRUPTED], cwd=ROOT, text=True,
+                         capture_output=True, timeout=120, check=False)
+    assert out.stdout.strip() == "raised", out.stderr[-2000:]
 
 
 def test_no_fork_while_a_model_runtime_is_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
