@@ -151,6 +151,8 @@ import contextlib, ctypes, os, signal, time
 import threadpoolctl
 from experiments import method_pool
 
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (see below)
+
 class Scan:  # a ThreadpoolController whose scan is interrupted in a ctypes callback
     def __init__(self):
         def inside():
@@ -177,7 +179,8 @@ def test_ctrl_c_during_the_blas_library_scan_is_not_lost() -> None:
     import subprocess
 
     out = subprocess.run([sys.executable, "-c", _SCAN_INTERRUPTED], cwd=ROOT, text=True,
-                         capture_output=True, timeout=120, check=False)
+                         capture_output=True, timeout=120, check=False,
+                         preexec_fn=_ctrl_c_as_in_a_terminal)
     assert out.stdout.strip() == "raised", out.stderr[-2000:]
 
 
@@ -304,6 +307,12 @@ def _processes_mentioning(text: str) -> list[int]:
     return found
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """A command started in the background by a shell without job control inherits SIGINT
+    ignored, and so would the runs these tests start: they get it back."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @needs_fork
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
 def test_ctrl_c_while_methods_replay_side_by_side_leaves_no_process(tmp_path: Path) -> None:
@@ -319,7 +328,7 @@ def test_ctrl_c_while_methods_replay_side_by_side_leaves_no_process(tmp_path: Pa
          f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db",
          f"mlflow.artifact_location={tmp_path}/artifacts"],
         cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        start_new_session=True)
+        start_new_session=True, preexec_fn=_ctrl_c_as_in_a_terminal)
     deadline = time.time() + 120
     while not (out / "dataset" / "queries.jsonl").exists() and proc.poll() is None:
         assert time.time() < deadline
