@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,9 +43,10 @@ _BUILT_MAX_ROWS = 200_000  # rows over all kept indexes (bounds the memory)
 
 
 def _build(texts: tuple[str, ...], k1: float, b: float,
-           tokens: Any = None) -> tuple[Any, set[str]]:
+           tokenized: Callable[[], Any] | None = None) -> tuple[Any, set[str]]:
     """A BM25 index of ``texts`` and its vocabulary (deterministic: shared when equal).
-    ``tokens``: ``bm25s.tokenize(texts)``'s result, if the caller has it."""
+    ``tokenized``: gives ``bm25s.tokenize(texts)``'s result, called only if the index is
+    built here."""
     import bm25s
 
     key = (k1, b, texts)
@@ -52,8 +54,10 @@ def _build(texts: tuple[str, ...], k1: float, b: float,
     if hit is not None:
         _BUILT.move_to_end(key)
         return hit
-    if tokens is None:
+    if tokenized is None:
         tokens = bm25s.tokenize(list(texts), stopwords="en", show_progress=False)
+    else:
+        tokens = tokenized()
     bm25 = bm25s.BM25(k1=k1, b=b)
     bm25.index(tokens, show_progress=False)
     built = (bm25, set(tokens.vocab))
@@ -106,6 +110,11 @@ class BM25Index:
         self._vocab: set[str] = set()
         self._tokens = _PrefixTokens()  # the ledger only grows: each text tokenized once
 
+    def _tokenized(self, n: int) -> Any:
+        """``bm25s.tokenize`` of the ledger's first ``n`` texts."""
+        self._tokens.extend(self.ledger.texts)
+        return self._tokens.prefix(n)
+
     def scores(self, text: str, n: int) -> np.ndarray:
         """BM25 score of every one of the first ``n`` rows for ``text``."""
         import bm25s
@@ -114,13 +123,8 @@ class BM25Index:
         if n == 0:
             return np.empty(0)
         if n != self._n:
-            texts = tuple(self.ledger.texts[:n])
-            key = (self.k1, self.b, texts)
-            tokens = None
-            if key not in _BUILT:
-                self._tokens.extend(self.ledger.texts)
-                tokens = self._tokens.prefix(n)
-            self._bm25, self._vocab = _build(texts, self.k1, self.b, tokens)
+            self._bm25, self._vocab = _build(tuple(self.ledger.texts[:n]), self.k1, self.b,
+                                             lambda: self._tokenized(n))
             self._n = n
         q = [w for w in bm25s.tokenize([text], stopwords="en", return_ids=False,
                                        show_progress=False)[0] if w in self._vocab]
