@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from smartvector.chunking import chunk_text
 from .config import MlflowConfig
 from .corpora.policy_synth import PolicySynthConfig, generate
 from .reembed import text_edit_costs
-from .tracking import Tracker, fingerprint, flatten, git_commit, resolve_tracking_uri
+from .tracking import fingerprint, flatten, git_commit, open_for_run, resolve_tracking_uri
 
 
 @dataclass
@@ -55,23 +56,33 @@ def main(cfg: DictConfig) -> None:
     if cfg.n_paragraphs < 1 or cfg.n_docs < 1 or cfg.n_edits < 1:
         raise SystemExit("error: n_paragraphs, n_docs and n_edits must be >= 1")
     out_dir = Path(HydraConfig.get().runtime.output_dir)
+    container = OmegaConf.to_container(cfg, resolve=True)
+    fp = fingerprint({k: v for k, v in container.items() if k != "mlflow"})
+    tracker = None
+    if cfg.mlflow.enabled:  # a configuration already in the store is skipped, as runs are
+        base = Path(hydra.utils.get_original_cwd())
+        status, tracker = open_for_run(
+            resolve_tracking_uri(cfg.mlflow.tracking_uri, base), cfg.mlflow.experiment,
+            (base / cfg.mlflow.artifact_location).resolve(), fp, cfg.mlflow.skip_finished)
+        if status["state"] == "finished":
+            print(f"skipped: reembed-{cfg.n_paragraphs}p-seed{cfg.seed} (configuration {fp}) "
+                  f"already finished as MLflow run {status['run_id']} "
+                  "(force with mlflow.skip_finished=false)")
+            return
+        if tracker is None:
+            print(f"warning: {status['reason']}; running anyway, the metrics are kept in "
+                  f"{out_dir / 'metrics.json'} only", file=sys.stderr)
     docs = documents(cfg.n_paragraphs, cfg.n_docs, cfg.seed)
     metrics = text_edit_costs(docs, cfg.n_edits, cfg.seed, cfg.window, cfg.overlap)
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
     print(f"{cfg.n_paragraphs} paragraphs: " + ", ".join(
         f"{k.removeprefix('reembed_')} {v:.2f}" for k, v in metrics.items()))
-    if cfg.mlflow.enabled:
-        base = Path(hydra.utils.get_original_cwd())
-        container = OmegaConf.to_container(cfg, resolve=True)
-        fp = fingerprint({k: v for k, v in container.items() if k != "mlflow"})
-        tracker = Tracker(resolve_tracking_uri(cfg.mlflow.tracking_uri, base),
-                          cfg.mlflow.experiment, (base / cfg.mlflow.artifact_location).resolve())
+    if tracker is not None:
         with tracker.run(f"reembed-{cfg.n_paragraphs}p-seed{cfg.seed}",
                          {"config_fingerprint": fp, "git_commit": git_commit(base),
                           "study": cfg.study}):
             tracker.log_params(flatten(container))
             tracker.log_metrics(metrics)
-
 
 if __name__ == "__main__":
     main()

@@ -203,6 +203,44 @@ def test_a_finished_sweep_is_skipped_whole_and_each_job_quickly(tmp_path: Path) 
     assert fps == recorded
 
 
+def test_the_reembedding_study_skips_finished_configurations(tmp_path: Path) -> None:
+    """The re-embedding study logs one run per configuration: run again, it skips each one
+    (it recomputed and logged them all again, doubling the warm reproduction's time); with
+    ``mlflow.skip_finished=false`` it runs them anew."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    args = ["-m", "experiments.reembed_study", "-m", "n_paragraphs=2", "seed=0,1", "n_docs=2",
+            "n_edits=3", f"mlflow.tracking_uri={uri}", f"mlflow.artifact_location={tmp_path}/a",
+            f"hydra.sweep.dir={tmp_path}/multirun"]
+
+    def study(*extra: str) -> str:
+        done = subprocess.run([sys.executable, *args, *extra], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=600, check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout
+
+    def runs() -> list:
+        from mlflow import MlflowClient
+
+        client = MlflowClient(uri)
+        exp = client.get_experiment_by_name("paper_reembed_length")
+        return client.search_runs([exp.experiment_id])
+
+    first = study()
+    assert first.count("2 paragraphs: ") == 2 and "skipped" not in first
+    logged = runs()
+    assert len(logged) == 2 and {r.data.params["seed"] for r in logged} == {"0", "1"}
+    again = study()
+    assert again.count("skipped: reembed-2p-seed") == 2 and "2 paragraphs: " not in again
+    assert sorted(r.info.run_id for r in runs()) == sorted(r.info.run_id for r in logged)
+    forced = study("mlflow.skip_finished=false")
+    assert forced.count("2 paragraphs: ") == 2 and len(runs()) == 4
+
+
 def test_qdrant_search_matches_before_on_a_small_run(tmp_path: Path) -> None:
     """The rankings of the id pre-filtered query equal those of the payload-filtered one
     over a whole replay (run rows compared, scores included).
