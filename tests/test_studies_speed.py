@@ -44,7 +44,7 @@ def test_qdrant_id_prefilter_selects_the_payload_filters_points(tmp_path: Path,
     cfg, settings, ds, ctx, qvecs = _setup(tmp_path, "dataset.contradiction_rate=0.5",
                                            "dataset.supersession=documents")
     node = {"kind": "qdrant_filter", "validity": validity}
-    checked = []
+    checked, branches = [], set()
     real = make_retriever("qdrant_filter", node, ctx)
     original_search = type(real).search
 
@@ -54,6 +54,13 @@ def test_qdrant_id_prefilter_selects_the_payload_filters_points(tmp_path: Path,
         points, _ = self.client.scroll(self.COLLECTION, scroll_filter=self.payload_filter(at),
                                        limit=100_000, with_payload=False)
         assert sorted(int(p.id) for p in points) == self.matching_rows(at)
+        # and the id filter the query runs (must have a kept id / must_not have a left-out
+        # one, whichever names fewer) selects those same points
+        flt = self.query_filter(at)
+        named, _ = self.client.scroll(self.COLLECTION, scroll_filter=flt, limit=100_000,
+                                      with_payload=False)
+        assert sorted(int(p.id) for p in named) == self.matching_rows(at)
+        branches.add("must" if flt.must else "must_not")
         checked.append(len(points))
         return original_search(self, query, at, k, gold)
 
@@ -66,6 +73,7 @@ def test_qdrant_id_prefilter_selects_the_payload_filters_points(tmp_path: Path,
     assert max(checked) > 0
     if validity:  # the filter matters: some chunks were out of force at some query
         assert min(checked) < real.size
+        assert branches == {"must", "must_not"}
 
 
 def test_reliability_plot_is_a_switch_outside_the_fingerprint(tmp_path: Path) -> None:
