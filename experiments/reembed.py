@@ -9,6 +9,7 @@ shifts fixed-size windows, and most real edits change length.
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 
@@ -24,13 +25,16 @@ _WORD = re.compile(r"[A-Za-z]{3,}")
 
 def one_word_edit(text: str, rng: random.Random) -> str | None:
     """``text`` with one word replaced by a word of different length, or None."""
-    words = list(_WORD.finditer(text))
+    words = _WORD.findall(text)
     if len(words) < 2:
         return None
-    target = rng.choice(words)
-    others = sorted({w.group(0) for w in words if len(w.group(0)) != len(target.group(0))})
+    # rng.choice of the i-th word, as of the list of words (it uses only the length)
+    i = rng.choice(range(len(words)))
+    size = len(words[i])
+    others = sorted(w for w in set(words) if len(w) != size)
     if not others:
         return None
+    target = next(itertools.islice(_WORD.finditer(text), i, None))
     return text[: target.start()] + rng.choice(others) + text[target.end():]
 
 
