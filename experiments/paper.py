@@ -161,8 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     # the studies' configurations are composed by the tests: each sweep composes only its
     # first job before launching (hydra_plugins/smartvector_sweeper), not all of them
     common = [*base, "hydra/sweeper=check_first"]
-    if args.jobs > 1:  # each worker process loads the model once and keeps it for its jobs
-        common += ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={args.jobs}"]
+    launcher = (["hydra/launcher=joblib", f"hydra.launcher.n_jobs={args.jobs}"]
+                if args.jobs > 1 else [])  # each worker loads the model once, for its jobs
+    common += launcher
     wanted = set(args.only) if args.only else set(SWEEPS) | {"reembed_length", "weights_test"}
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -175,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     if "reembed_length" in wanted:
         timings["reembed_length"] = _run([
             "-m", "experiments.reembed_study", "-m", f"n_paragraphs={REEMBED_LENGTHS}",
-            "seed=0,1,2,3,4", f"mlflow.tracking_uri={args.tracking_uri}"])
+            "seed=0,1,2,3,4", f"mlflow.tracking_uri={args.tracking_uri}", *launcher])
     if "weights_test" in wanted:
         uri = resolve_tracking_uri(args.tracking_uri, Path.cwd())
         tuned = best_dev_weights(uri)

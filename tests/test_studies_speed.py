@@ -249,6 +249,20 @@ def test_the_reembedding_study_skips_finished_configurations(tmp_path: Path) -> 
     assert forced.count("2 paragraphs: ") == 2 and len(runs()) == 4
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_the_reembedding_study_uses_the_reproductions_workers(monkeypatch, jobs: int) -> None:
+    """``experiments.paper --jobs N`` runs the re-embedding study's 35 jobs on N joblib
+    workers, as the other sweeps (it ran them one after another: 68 s cold, 43 s on two)."""
+    commands: list[list[str]] = []
+    monkeypatch.setattr(paper, "_run", lambda args: commands.append(args) or 0.0)
+    assert paper.main(["--only", "reembed_length", "--jobs", str(jobs)]) == 0
+    (command,) = commands
+    assert command[:4] == ["-m", "experiments.reembed_study", "-m",
+                           f"n_paragraphs={paper.REEMBED_LENGTHS}"]
+    launcher = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
+    assert command[-2:] == launcher if jobs == 2 else not set(launcher) & set(command)
+
+
 def test_qdrant_search_matches_before_on_a_small_run(tmp_path: Path) -> None:
     """The rankings of the id pre-filtered query equal those of the payload-filtered one
     over a whole replay (run rows compared, scores included).
