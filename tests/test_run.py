@@ -159,8 +159,18 @@ def test_sweep_end_to_end_logs_to_mlflow(tmp_path: Path) -> None:
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     assert len(parents) == 2 and len(children) == 4
     assert all(r.info.status == "FINISHED" for r in runs)
+    params_of = {r.info.run_id: r.data.params for r in parents}
     for r in children:
-        assert r.data.params["method"] in {"plain_cosine", "smartvector"}
+        method = r.data.params["method"]
+        assert method in {"plain_cosine", "smartvector"}
+        # the configuration's params, with this method's and no other method's
+        parent = params_of[r.data.tags["mlflow.parentRunId"]]
+        assert {k: v for k, v in r.data.params.items() if k != "method"} == {
+            k: v for k, v in parent.items()
+            if not k.startswith("methods.") or k.startswith(f"methods.{method}.")}
+        assert any(k.startswith(f"methods.{method}.") for k in r.data.params)
+        assert any(k.startswith("methods.") and not k.startswith(f"methods.{method}.")
+                   for k in parent)
         for key in ("top1_accuracy", "stale_rate", "ece", "brier", "recall_at_5",
                     "latency_p50_ms"):
             assert key in r.data.metrics

@@ -167,3 +167,18 @@ def test_tracker_batches_params_and_metrics(tmp_path: Path) -> None:
     assert got.tags["kind"] == "test" and "mlflow.source.name" in got.tags
     data = tracker.client.get_run(child.info.run_id).data
     assert data.params == {"only": "params"} and data.tags["x"] == "1"
+
+
+def test_a_methods_nested_run_has_its_own_params_and_no_other_methods() -> None:
+    from experiments.tracking import method_params
+
+    params = {"seed": 0, "store.pool": 50, "methods.smartvector.kind": "smartvector",
+              "methods.smartvector.pool": 50, "methods.smartvector_pool1.kind": "smartvector",
+              "methods.smartvector_pool1.pool": 1, "methods.bm25.k1": 1.2}
+    assert method_params(params, "smartvector") == {
+        "seed": 0, "store.pool": 50, "methods.smartvector.kind": "smartvector",
+        "methods.smartvector.pool": 50}
+    assert method_params(params, "smartvector_pool1") == {
+        "seed": 0, "store.pool": 50, "methods.smartvector_pool1.kind": "smartvector",
+        "methods.smartvector_pool1.pool": 1}
+    assert method_params(params, "oracle") == {"seed": 0, "store.pool": 50}
