@@ -49,7 +49,7 @@ from .method_pool import encode_aside, map_methods, workers_for
 from .metrics import RELIABILITY_PLOT, plot_predictions_reliability
 from .reembed import edit_costs
 from .replay import Schedule, grade_run, replay, run_rows
-from .resilience import exit_now
+from .resilience import exit_now, quick_worker_exit
 from .retrievers import Context, make_params, make_retriever
 from .retrievers.qdrant import MissingExtraError
 from .tracking import (
@@ -596,6 +596,7 @@ def _print_skipped(cfg: DictConfig, cfg_fp: str, run_id: str) -> None:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
+    quick_worker_exit()  # a sweep's joblib worker ends without tearing its modules down
     try:
         settings = validate(cfg)
     except ConfigError as e:

@@ -3,6 +3,7 @@ conversion, the fast exit, batched MLflow logging and shared BM25 indexes."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -92,6 +93,73 @@ def test_exit_now_flushes_runs_atexit_and_stops_thread_pools(tmp_path: Path) -> 
     assert out.returncode == 0, out.stderr
     assert out.stdout == "buffered stdout" and out.stderr.endswith("buffered stderr")
     assert marker.read_text() == "ran"
+
+
+def test_exit_now_from_ends_only_that_files_top_level_exit_quickly(tmp_path: Path) -> None:
+    """The wrapped ``sys.exit``: from the named file's top level it runs the atexit handlers,
+    flushes and exits with the code, tearing nothing down (an object's ``__del__`` would
+    run at teardown); from anywhere else it raises ``SystemExit`` as before."""
+    marker, main = tmp_path / "atexit.txt", tmp_path / "fake_main.py"
+    main.write_text(textwrap.dedent(f"""
+        import atexit, sys
+        from experiments.resilience import exit_now_from
+
+        class Torn:
+            def __del__(self, _write=sys.stdout.write):  # (builtins are gone at teardown)
+                _write("torn down")
+
+        kept = Torn()
+        atexit.register(lambda: open({str(marker)!r}, "w").write("ran"))
+        exit_now_from("fake_main.py")
+        exit_now_from("fake_main.py")  # idempotent: wrapped once
+
+        def inner():
+            try:
+                sys.exit(5)
+            except SystemExit as e:
+                print("raised", e.code)
+
+        inner()
+        print("buffered", end="")
+        sys.exit(3)
+    """))
+    out = subprocess.run([sys.executable, str(main)], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 3, out.stderr
+    assert out.stdout == "raised 5\nbuffered"  # no "torn down": no module teardown
+    assert marker.read_text() == "ran"
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_joblib_workers_exit_without_teardown(tmp_path: Path, quick: bool) -> None:
+    """A loky worker in which :func:`quick_worker_exit` ran ends without tearing its modules
+    down; one in which it did not tears down (the control)."""
+    marker = tmp_path / "teardown.txt"
+    (tmp_path / "job.py").write_text(textwrap.dedent(f"""
+        from experiments.resilience import quick_worker_exit
+
+        class Torn:
+            def __del__(self, _open=open):  # (builtins are gone at teardown)
+                _open({str(marker)!r}, "a").write("torn down")
+
+        kept = []
+
+        def work(i):
+            if {quick!r}:
+                quick_worker_exit()
+            kept.append(Torn())
+            return i * 2
+    """))
+    script = textwrap.dedent("""
+        from joblib import Parallel, delayed
+        import job
+        assert Parallel(n_jobs=2)(delayed(job.work)(i) for i in range(4)) == [0, 2, 4, 6]
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=120,
+                         env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"})
+    assert out.returncode == 0, out.stderr
+    assert marker.exists() != quick
 
 
 def _ledger(texts: list[str]) -> ChunkLedger:
