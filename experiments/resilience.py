@@ -345,14 +345,17 @@ def exit_now(code: int = 0) -> None:
     stderr; then ``os._exit``: freeing the thousands of modules (pandas, scipy, MLflow,
     Qdrant, matplotlib...) and the objects of a finished run one by one costs about a second
     and changes nothing on disk (the SQLite stores commit as they go)."""
-    import atexit
-    import os
-    import threading
-
     shutdown = getattr(threading, "_shutdown", None)
     if shutdown is None:  # not CPython: leave the exit to the interpreter
         sys.exit(code)
     shutdown()
+    _exit_after_atexit(code)
+
+
+def _exit_after_atexit(code: int) -> None:
+    """Run the ``atexit`` handlers, flush stdout and stderr, then ``os._exit(code)``."""
+    import atexit
+
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -378,15 +381,7 @@ def exit_now_from(main_file_suffix: str) -> None:
     def exit_or_raise(code: Any = None) -> None:
         caller = sys._getframe(1).f_code
         if caller.co_name == "<module>" and caller.co_filename.endswith(main_file_suffix):
-            import atexit
-
-            atexit._run_exitfuncs()
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except (OSError, ValueError):
-                    pass
-            os._exit(code if isinstance(code, int) else (0 if code is None else 1))
+            _exit_after_atexit(code if isinstance(code, int) else (0 if code is None else 1))
         raise_exit(code)
 
     exit_or_raise._exits_now_from = main_file_suffix  # type: ignore[attr-defined]
