@@ -609,6 +609,11 @@ def main(cfg: DictConfig) -> float | None:
             how, code = ("SIGTERM", 143) if isinstance(e, Terminated) else ("Ctrl-C", 130)
             print(f"interrupted ({how}): no MLflow run is left RUNNING; run the same command "
                   "again to resume (finished configurations are skipped)", file=sys.stderr)
+            if HydraConfig.get().mode == RunMode.RUN:
+                # not SystemExit: CPython then exits by SIGINT (status -2, not 130) when the
+                # interrupt passed through code exec'd from a string (scipy's and numpy's
+                # imports do that), even though it was caught here
+                exit_now(code)
             sys.exit(code)
 
 
