@@ -86,5 +86,6 @@ def main(cfg: DictConfig) -> None:
             tracker.log_params(flatten(container))
             tracker.log_metrics(metrics)
 
+
 if __name__ == "__main__":
     main()
