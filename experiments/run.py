@@ -75,6 +75,8 @@ register()
 #: Keys that do not change results (excluded from the configuration fingerprint, so a
 #: finished configuration is recognised whatever they are set to).
 _NOT_RESULTS = ("mlflow", "plots", "method_workers")
+#: the re-embedding costs' task among the methods' (not a method name: those are identifiers)
+REEMBED_TASK = "re-embedding study"
 
 
 class ConfigError(ValueError):
@@ -247,9 +249,18 @@ def evaluate_run(cfg: DictConfig, settings: Settings, out_dir: Path,
                      embedder.encode([q.text for q in ds.queries]), strict=True))
     ctx = Context(embedder, settings.store, cfg.protocol.index)
 
+    reembed_task = cfg.reembed.n_edits > 0
+
     def replay_method(name: str) -> dict[str, Any]:
-        """One method's replay, graded and scored (picklable: it may run in a worker
-        process)."""
+        """One method's replay, graded and scored, or (:data:`REEMBED_TASK`) the re-embedding
+        costs of one-word edits (picklable: it may run in a worker process, beside the
+        methods)."""
+        if name == REEMBED_TASK:
+            try:
+                return {"reembed": edit_costs(ds, cfg.reembed.n_edits, cfg.seed,
+                                              cfg.reembed.window, cfg.reembed.overlap)}
+            except Exception as e:  # noqa: BLE001 - the methods' results are kept
+                return {"error": one_line(e)}
         try:
             retriever = make_retriever(name, settings.methods[name], ctx)
             res = replay(ds, retriever, qvecs, k=cfg.protocol.k, schedule=settings.schedule,
@@ -264,13 +275,18 @@ def evaluate_run(cfg: DictConfig, settings: Settings, out_dir: Path,
             return {"error": one_line(e)}
 
     slow = [n for n in names if make_params(n, settings.methods[n])[0].starts_slowly]
-    frames, runs, outcomes = [], [], {}
+    frames, runs, outcomes, reembed = [], [], {}, {}
     error: dict[str, str] | None = None
     ready = None if stop is None else lambda: stop(False)
     with (tqdm(total=len(names), desc="methods", unit="method", file=sys.stderr) as bar,
-          closing(map_methods(names, replay_method, workers, first=slow,
-                              ready=ready)) as replayed):
+          closing(map_methods([*names, *[REEMBED_TASK] * reembed_task], replay_method,
+                              workers, first=slow, ready=ready)) as replayed):
         for name, out in replayed:
+            if name == REEMBED_TASK:  # (last: every method replayed without error)
+                if "error" in out:
+                    error = {"phase": "re-embedding study", "message": out["error"]}
+                reembed = out.get("reembed", {})
+                continue
             if "error" in out:
                 error = {"phase": f"method {name}", "message": out["error"]}
                 break
@@ -294,13 +310,6 @@ def evaluate_run(cfg: DictConfig, settings: Settings, out_dir: Path,
         "vectors": outcomes[done[0]]["vectors"] if done else 0,
         "fingerprint": ds.fingerprint(),
     }
-    reembed = {}
-    if error is None and cfg.reembed.n_edits > 0:
-        try:
-            reembed = edit_costs(ds, cfg.reembed.n_edits, cfg.seed, cfg.reembed.window,
-                                 cfg.reembed.overlap)
-        except Exception as e:  # noqa: BLE001 - the methods' results are kept
-            error = {"phase": "re-embedding study", "message": one_line(e)}
     metrics = {"corpus": corpus, "reembed": reembed, "methods": per_method}
     if error is not None:
         metrics["error"] = error

@@ -286,6 +286,43 @@ def test_parallel_run_equals_sequential(tmp_path: Path, forkable: None,
     assert a["corpus"] == b["corpus"] and a["reembed"] == b["reembed"]
 
 
+@needs_fork
+def test_reembed_costs_computed_beside_the_methods(tmp_path: Path, forkable: None,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """With workers, the re-embedding costs are one more task of the pool (in a worker, not
+    after the methods in the run's process); the costs are those of the direct call."""
+    real = runner.edit_costs
+    pid = tmp_path / "pid"
+
+    def edit_costs(*args, **kwargs):
+        pid.write_text(str(os.getpid()))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "edit_costs", edit_costs)
+    cfg = _cfg(*FAST, "methods=[plain_cosine,bm25]", "method_workers=2")
+    metrics = runner.evaluate_run(cfg, runner.validate(cfg), tmp_path)
+    assert int(pid.read_text()) != os.getpid()
+    ds = runner.split_queries(runner.load_data(cfg, tmp_path), cfg.query_split)
+    assert metrics["reembed"] == real(ds, 20, cfg.seed, cfg.reembed.window, cfg.reembed.overlap)
+    assert metrics["reembed"]["reembed_surgical"] == 1.0
+    assert list(metrics["methods"]) == ["plain_cosine", "bm25"] and "error" not in metrics
+
+
+@needs_fork
+@pytest.mark.parametrize("workers", [1, 2])
+def test_reembed_failure_keeps_the_methods(tmp_path: Path, forkable: None, workers: int,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    def edit_costs(*args, **kwargs):
+        raise ValueError("no document to edit")
+
+    monkeypatch.setattr(runner, "edit_costs", edit_costs)
+    cfg = _cfg(*FAST, "methods=[plain_cosine,bm25]", f"method_workers={workers}")
+    metrics = runner.evaluate_run(cfg, runner.validate(cfg), tmp_path)
+    assert metrics["error"] == {"phase": "re-embedding study",
+                                "message": "no document to edit"}
+    assert list(metrics["methods"]) == ["plain_cosine", "bm25"] and metrics["reembed"] == {}
+
+
 def test_negative_workers_rejected_with_one_line() -> None:
     with pytest.raises(runner.ConfigError, match="method_workers must be >= 0"):
         runner.validate(_cfg(*FAST, "method_workers=-1"))
