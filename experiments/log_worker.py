@@ -160,31 +160,65 @@ def _serve(settings: dict[str, Any], commands: TextIO, answer: TextIO) -> int:
     if tracker is None:
         return 0
     import matplotlib.figure  # noqa: F401 - loaded while the run evaluates
+    import pandas  # noqa: F401 - (the plot's child reads the predictions with it)
 
-    from .metrics import RELIABILITY_PLOT, plot_predictions_reliability
+    from .metrics import RELIABILITY_PLOT
     line = commands.readline()
     if not line:  # the run ended without results (skipped, failed early, interrupted)
         return 0
     job = json.loads(line)
     uri = settings["tracking_uri"]
     out_dir = Path(job["out_dir"])
-    if job.get("plot"):
-        import pandas as pd
-
-        try:
-            plot_predictions_reliability(pd.read_csv(out_dir / "predictions.csv"),
-                                         out_dir / RELIABILITY_PLOT, job["plot"])
-        except Exception as e:  # noqa: BLE001 - a missing plot must not lose the run
-            print(f"warning: no reliability plot: {one_line(e)}", file=sys.stderr)
+    drawing = _Drawing(out_dir, job["plot"]) if job.get("plot") else None
     try:
-        run_id = log_output_dir(out_dir, tracker)
+        run_id = log_output_dir(out_dir, tracker,
+                                later=(RELIABILITY_PLOT,) if drawing else (),
+                                wait=drawing.wait if drawing else None)
         if job.get("error"):
             mark_failed(uri, run_id, job["error"])
     except Exception as e:  # noqa: BLE001 - the results are safe on disk; the run says how
         reply({"state": "failed", "reason": f"logging to {uri} failed: {one_line(e)}"})
         return 0
+    finally:
+        if drawing is not None:
+            drawing.wait()
     reply({"state": "logged", "run_id": run_id})
     return 0
+
+
+class _Drawing:
+    """The run's reliability plot, drawn from its ``predictions.csv`` in a forked child
+    while this process logs the run (this process has no other thread, and the child touches
+    nothing but the plot: it ends with ``os._exit``). A plot that cannot be drawn is a
+    warning on stderr, never a lost run."""
+
+    def __init__(self, out_dir: Path, title: str) -> None:
+        from .metrics import RELIABILITY_PLOT, plot_predictions_reliability
+        from .tracking import one_line
+
+        sys.stderr.flush()
+        self._pid: int | None = os.fork()
+        if self._pid == 0:
+            code = 1
+            try:
+                import pandas as pd
+
+                plot_predictions_reliability(pd.read_csv(out_dir / "predictions.csv"),
+                                             out_dir / RELIABILITY_PLOT, title)
+                code = 0
+            except KeyboardInterrupt:  # Ctrl-C reaches the whole process group
+                pass
+            except BaseException as e:  # noqa: BLE001 - a missing plot must not lose the run
+                print(f"warning: no reliability plot: {one_line(e)}", file=sys.stderr)
+            finally:
+                sys.stderr.flush()
+                os._exit(code)
+
+    def wait(self) -> None:
+        """Wait for the child (at once if it has already been waited for)."""
+        pid, self._pid = self._pid, None
+        if pid is not None:
+            os.waitpid(pid, 0)
 
 
 def main() -> int:

@@ -33,7 +33,7 @@ import os
 import subprocess
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -538,7 +538,8 @@ def read_record(out_dir: Path) -> dict[str, Any]:
     return record
 
 
-def log_output_dir(out_dir: Path, tracker: Tracker) -> str:
+def log_output_dir(out_dir: Path, tracker: Tracker, *, later: Collection[str] = (),
+                   wait: Callable[[], object] | None = None) -> str:
     """Log one finished output directory: a parent run (params, tags, corpus and re-embedding
     metrics, the corpus as a dataset input, the files as artifacts) with a nested run per
     method (its quality and timing metrics, the params of :func:`method_params`). Returns the
@@ -546,6 +547,8 @@ def log_output_dir(out_dir: Path, tracker: Tracker) -> str:
 
     Everything comes from the directory (``mlflow_run.json``, ``metrics.json`` and the
     files), so a live run and ``python -m experiments.import_runs`` log the same thing.
+    ``later`` names artifacts still being written beside the logging (the reliability plot):
+    they are logged last, once ``wait()`` has returned, before the parent run ends.
     """
     import pandas as pd
 
@@ -570,11 +573,15 @@ def log_output_dir(out_dir: Path, tracker: Tracker) -> str:
         else:
             warnings.warn(f"{corpus} is gone: the run is logged without its dataset input",
                           RuntimeWarning, stacklevel=2)
-        tracker.log_artifacts([out_dir / a for a in record["artifacts"]])
+        tracker.log_artifacts([out_dir / a for a in record["artifacts"] if a not in later])
         for method, m in metrics["methods"].items():
             with tracker.run(method, {**tags, "method": method}, nested=True):
                 tracker.log_batch({"method": method, **method_params(params, method)},
                                   {**m["quality"], **m["timing"]})
+        if later:
+            if wait is not None:
+                wait()
+            tracker.log_artifacts([out_dir / a for a in record["artifacts"] if a in later])
     tracker.show_in_ui(list(summary))
     return parent.info.run_id
 

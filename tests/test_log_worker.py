@@ -122,3 +122,42 @@ def test_a_child_that_cannot_log_says_why(both, tmp_path) -> None:
     assert "no mlflow_run.json" in answer["reason"] and uri in answer["reason"]
     assert "\n" not in answer["reason"]
     assert json.loads(json.dumps(answer)) == answer
+
+
+def test_the_plot_is_drawn_in_a_child_beside_the_logging(both, tmp_path) -> None:
+    import shutil
+
+    import matplotlib.figure  # noqa: F401 - as in the logging process, before the fork
+
+    from experiments.log_worker import _Drawing
+
+    tmp, _ = both
+    out = tmp_path / "out"
+    shutil.copytree(tmp / "child", out)
+    (out / "reliability.png").unlink()
+    drawing = _Drawing(out, "a title")
+    assert drawing._pid is not None and drawing._pid != os.getpid()  # this process goes on
+    drawing.wait()
+    assert drawing._pid is None and (out / "reliability.png").stat().st_size > 10_000
+    drawing.wait()  # waiting again is a no-op
+
+
+def test_a_plot_that_cannot_be_drawn_is_a_warning_not_a_lost_run(both, tmp_path,
+                                                                 capfd) -> None:
+    import shutil
+
+    tmp, _ = both
+    out = tmp_path / "out"
+    shutil.copytree(tmp / "child", out)
+    (out / "reliability.png").unlink()
+    (out / "predictions.csv").write_text("nothing\n1\n")
+    uri = f"sqlite:///{tmp_path}/fresh.db"
+    with BackgroundLogger(uri, "bg", tmp_path / "a", "f" * 64, True) as logger:
+        assert logger.status()["state"] == "ready"
+        answer = logger.log(out, None, plot="a title")
+    assert answer["state"] == "logged"
+    assert "warning: no reliability plot: " in capfd.readouterr().err
+    client = mlflow.MlflowClient(uri)
+    files = {a.path for a in client.list_artifacts(answer["run_id"])}
+    assert "metrics.json" in files and "reliability.png" not in files
+    assert client.get_run(answer["run_id"]).info.status == "FINISHED"
