@@ -14,17 +14,52 @@ RELATIONAL_KINDS = ("depends_on", "depended_by")
 
 
 class EdgeGraph:
-    """Directed, typed adjacency lists over integer rows; every edge keeps its time."""
+    """Directed, typed adjacency lists over integer rows; every edge keeps its time.
+
+    The times of each row's relational edges (:data:`RELATIONAL_KINDS`) are also kept in
+    arrays, a chain per row (:attr:`relational_times`), so that compiled code can count the
+    edges a row had at a past time without the lists."""
 
     def __init__(self) -> None:
         self._adj: dict[str, dict[int, list[tuple[int, float]]]] = {k: {} for k in KINDS}
+        self._rel_head = np.full(0, -1, np.int64)
+        self._rel_time = np.empty(0, np.float64)
+        self._rel_prev = np.empty(0, np.int64)
+        self._rel_n = 0
 
     def _add(self, kind: str, a: int, b: int, at: float) -> bool:
         lst = self._adj[kind].setdefault(a, [])
         if any(o == b for o, _ in lst):
             return False
         lst.append((b, at))
+        if kind in RELATIONAL_KINDS:
+            self._log_relational(a, at)
         return True
+
+    def _log_relational(self, row: int, at: float) -> None:
+        """Append a relational edge of ``row`` made at ``at`` to the row's chain."""
+        n = self._rel_n
+        if row >= len(self._rel_head):
+            head = np.full(max(2 * len(self._rel_head), row + 1, 64), -1, np.int64)
+            head[:len(self._rel_head)] = self._rel_head
+            self._rel_head = head
+        if n == len(self._rel_time):
+            size = max(2 * n, 64)
+            self._rel_time = np.resize(self._rel_time, size)
+            self._rel_prev = np.resize(self._rel_prev, size)
+        self._rel_time[n] = at
+        self._rel_prev[n] = self._rel_head[row]
+        self._rel_head[row] = n
+        self._rel_n = n + 1
+
+    @property
+    def relational_times(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(head, time, prev)``: the relational edges of row ``r`` are the entries
+        ``k = head[r]``, then ``k = prev[k]``... until -1 (a row beyond ``head`` has none),
+        each made at ``time[k]``; the number with ``time[k] <= t`` is
+        ``count(RELATIONAL_KINDS, r, t)``. The arrays are replaced, not updated in place,
+        when they grow: read them again after adding edges."""
+        return self._rel_head, self._rel_time, self._rel_prev
 
     def link_dependency(self, dependent: int, target: int, at: float) -> bool:
         """``dependent`` depends_on ``target`` (and ``target`` depended_by ``dependent``)."""
@@ -113,6 +148,10 @@ class EdgeGraph:
         for k in KINDS:
             g._adj[k] = {int(r): [(int(o), float(t)) for o, t in v]
                          for r, v in data.get(k, {}).items()}
+        for k in RELATIONAL_KINDS:
+            for r, edges in g._adj[k].items():
+                for _, t in edges:
+                    g._log_relational(r, t)
         return g
 
 

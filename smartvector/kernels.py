@@ -319,13 +319,38 @@ def record_access(rows, t, n, floats, ints, head, log_values, log_links, log_n):
 
 
 @njit(cache=True)
+def relational_edges_at(rows, t, floats, ints, edge_head, edge_time, edge_prev):
+    """Relational edges of each row made by ``t`` (``store.relational_edges_at``): the
+    column for rows whose edges last changed by ``t``, else a count along the row's chain
+    of edge times (:attr:`smartvector.graph.EdgeGraph.relational_times`)."""
+    m = rows.shape[0]
+    out = np.empty(m, np.int64)
+    for i in range(m):
+        r = rows[i]
+        if floats[r, EDGES_CHANGED] <= t:
+            out[i] = ints[r, NREL]
+            continue
+        c = 0
+        k = edge_head[r] if r < edge_head.shape[0] else -1
+        while k >= 0:
+            if edge_time[k] <= t:
+                c += 1
+            k = edge_prev[k]
+        out[i] = c
+    return out
+
+
+@njit(cache=True)
 def search_one(query, labels, sims, from_distance, t, floats, ints, lifecycle, n, seen_all,
-               params, head, log_values, log_links, access_k, n_rows, log_n):
+               params, head, log_values, log_links, access_k, n_rows, log_n, edge_head,
+               edge_time, edge_prev):
     """:func:`first_visible`, :func:`rank` and :func:`record_access` (of the best
     ``access_k``) in one call, for the common case. Returns a code and the ranked pool:
     0 done; 1 too few visible rows fetched (and ``seen_all`` False: widen the search);
-    2 a row has edges after ``t`` or a count log out of order (rank in Python); -1/-2 an
-    unusable query (zero / non-finite). Nothing changes unless the code is 0."""
+    2 a row's count log is out of order (rank in Python); -1/-2 an unusable query (zero /
+    non-finite). Nothing changes unless the code is 0. Rows whose edges changed after ``t``
+    count them along the graph's chains of edge times (``edge_*``,
+    :func:`relational_edges_at`)."""
     rows, sem, kept, late_ev, late_ed = first_visible(query, labels, sims, from_distance, t,
                                                       floats, lifecycle, n)
     no_rows = rows[:0]
@@ -335,10 +360,10 @@ def search_one(query, labels, sims, from_distance, t, floats, ints, lifecycle, n
         return kept, no_rows, no_sig, no_status, log_n
     if kept < n and not seen_all:
         return 1, no_rows, no_sig, no_status, log_n
-    if late_ed:
-        return 2, no_rows, no_sig, no_status, log_n
+    edges = (relational_edges_at(rows, t, floats, ints, edge_head, edge_time, edge_prev)
+             if late_ed else np.empty(0, np.int64))
     ranked, sig, status, ok = rank(rows, sem, t, floats, ints, np.empty((4, 0), np.float64),
-                                   np.empty(0, np.int64), params, head, log_values, log_links)
+                                   edges, params, head, log_values, log_links)
     if not ok:
         return 2, no_rows, no_sig, no_status, log_n
     if access_k > 0:

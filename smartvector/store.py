@@ -456,16 +456,16 @@ class SmartVectorStore(Ingestion):
                 lifecycle: bool, record: bool) -> SearchResult:
         """The ranked pool of one query given its first index result (of ``fetch`` rows;
         ``total`` is ``len(self.index)``); records the accesses of the best ``k`` if
-        ``record``. The common case is one compiled call (:func:`kernels.search_one`);
-        widening, edges made after ``t`` and counts out of time order take the general path
-        (:meth:`_pool`, :meth:`rank`)."""
+        ``record``. The common case, edges made after ``t`` included, is one compiled call
+        (:func:`kernels.search_one`); widening and counts out of time order take the general
+        path (:meth:`_pool`, :meth:`rank`)."""
         c, log, n_rows = self.columns, self.counts, len(self.ids)
         access_k = min(k, n) if record else 0
         log.reserve(n_rows, access_k)
         code, ranked, sig, status, log_n = kernels.search_one(
             q[0], first[0][0], first[1][0], first[2], t, c.block("f8"), c.block("i4"),
             lifecycle, n, fetch >= total, self._kernel_params(weights), log.head,
-            log.values, log.links, access_k, n_rows, log.n)
+            log.values, log.links, access_k, n_rows, log.n, *self.graph.relational_times)
         if code == 0:
             if access_k:  # (else the log is unchanged)
                 log.n = log_n

@@ -21,9 +21,11 @@ T0 = 1_700_000_000.0
 
 
 def random_store(seed: int, config: StoreConfig | None = None, index: str = "exact",
-                 docs: int = 40) -> tuple[SmartVectorStore, np.random.Generator]:
-    """Documents over 200 days with new versions, feedback, accesses, penalties,
-    dependency edges and consolidation passes, at random times."""
+                 docs: int = 40, feedback: bool = True
+                 ) -> tuple[SmartVectorStore, np.random.Generator]:
+    """Documents over 200 days with new versions, feedback (unless not ``feedback``: then
+    every row's counting events are in time order), accesses, penalties, dependency edges
+    and consolidation passes, at random times."""
     rng = np.random.default_rng(seed)
     idx = HnswIndex(DIM, ef_search=16) if index == "hnsw" else index
     store = SmartVectorStore(HashingEmbedder(dim=DIM), idx, config or StoreConfig())
@@ -43,7 +45,7 @@ def random_store(seed: int, config: StoreConfig | None = None, index: str = "exa
                           source_type=str(rng.choice(["wiki", "slack", "policy_doc"])),
                           depends_on=deps)
         n = len(store)
-        for r in rng.choice(n, size=min(n, 6), replace=False).tolist():
+        for r in rng.choice(n, size=min(n, 6), replace=False).tolist() * feedback:
             store.feedback(store.ids[r], bool(rng.random() < 0.6), at + rng.uniform(0, 5) * DAY)
         store.record_access(rng.choice(n, size=min(n, 5), replace=False), at + DAY)
         if day % 40 == 30:
@@ -283,3 +285,63 @@ def test_count_log_jump_pointers_find_totals_in_log_steps():
             expect = np.zeros(4) if linear < 0 else log.values[:4, linear]
             assert ok and np.array_equal(tot[:, 0], expect)
     assert max(walk(1, t, jumps=False)[1] for t in (-1.0, 10.0)) > 2900  # the chain is long
+
+
+def test_edge_counts_as_of_a_time_equal_the_graphs(tmp_path):
+    """The compiled count of relational edges made by a time (the graph's chains of edge
+    times) equals the graph's own count, edges made out of time order included, and again
+    after saving and loading."""
+    from smartvector import kernels
+
+    store, rng = random_store(12)
+    n = len(store)
+    for _ in range(30):  # dependencies made at earlier times than edges already there
+        a, b = (int(x) for x in rng.choice(n, 2, replace=False))
+        store.graph.link_dependency(a, b, T0 + rng.uniform(0, 200) * DAY)
+    store.refresh_edge_counts(range(n), T0 + 210 * DAY)
+    loaded_dir = tmp_path / "s"
+    store.save(loaded_dir)
+    loaded = SmartVectorStore.load(loaded_dir, HashingEmbedder(dim=DIM))
+    rows = np.arange(n)
+    c = store.columns
+    assert (c["edges_changed_at"] > T0).sum() > 20  # many rows have edges with a history
+    for at in T0 + np.array([-1, 0, 10, 35.5, 99, 150, 205, 210, 400]) * DAY:
+        want = store.relational_edges_at(rows, at)
+        for s in (store, loaded):
+            got = kernels.relational_edges_at(rows, at, s.columns.block("f8"),
+                                              s.columns.block("i4"),
+                                              *s.graph.relational_times)
+            np.testing.assert_array_equal(got, want)
+    assert store.relational_edges_at(rows, T0 + 400 * DAY).sum() > 60
+
+
+def test_late_edges_rank_in_the_compiled_call(monkeypatch):
+    """A pool with edges made after the query's time is ranked by the compiled call (not
+    the general path), with the general path's result."""
+    from smartvector import kernels
+
+    fast, rng = random_store(13, feedback=False)
+    n, late_at = len(fast), T0 + 195 * DAY
+    for _ in range(60):  # dependencies found late, between rows of every age
+        a, b = (int(x) for x in rng.choice(n, 2, replace=False))
+        fast.graph.link_dependency(a, b, late_at)
+    fast.refresh_edge_counts(range(n), late_at)
+    slow = copy.deepcopy(fast)
+    codes = []
+    search_one = kernels.search_one
+    monkeypatch.setattr(kernels, "search_one",
+                        lambda *a: codes.append((out := search_one(*a))[0]) or out)
+    late = 0
+    for _ in range(120):
+        at = T0 + rng.uniform(0, 200) * DAY
+        q = rng.standard_normal(DIM)
+        cand = slow.candidates(q, at, 10)
+        got = fast.search(None, at, 3, vector=q, pool=10, record_access=False)
+        ref = slow.rank(cand, None, 10)
+        np.testing.assert_array_equal(got.rows, ref.rows)
+        np.testing.assert_array_equal(got.score, ref.score)
+        np.testing.assert_array_equal(got.relational, ref.relational)
+        if (slow.columns["edges_changed_at"][cand.rows] > at).any():
+            assert codes[-1] != 2  # not left to the general path
+            late += codes[-1] == 0  # ranked in the one call (1: the fetch had to widen)
+    assert late >= 10
