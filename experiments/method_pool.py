@@ -15,10 +15,10 @@ import multiprocessing
 import os
 import signal
 import sys
-import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import contextmanager
 from typing import Any
+
+from .resilience import signals_held
 
 #: modules whose runtime keeps thread pools that do not survive ``fork``
 _FORK_UNSAFE = ("torch", "openvino", "onnxruntime")
@@ -123,32 +123,13 @@ def one_blas_thread() -> Any:
         from threadpoolctl import ThreadpoolController
 
         # its scan of the loaded libraries runs Python in ctypes callbacks, which would
-        # swallow a Ctrl-C arriving then (printed, not raised): it waits for the scan
-        with _sigint_held():
+        # swallow a Ctrl-C or SIGTERM arriving then (printed, not raised): they wait for it
+        with signals_held():
             _BLAS = ThreadpoolController()
     return _BLAS.limit(limits=1, user_api="blas")
 
 
 _BLAS: Any = None  # the BLAS libraries found (threadpoolctl.ThreadpoolController), once
-
-
-@contextmanager
-def _sigint_held() -> Iterator[None]:
-    """Hold a SIGINT (Ctrl-C) arriving in the block until it ends, then act on it as the
-    handler in place would (in the main thread; elsewhere signals are not ours)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    got: list[Any] = []
-    previous = signal.signal(signal.SIGINT, lambda *sig: got.append(sig))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if got and callable(previous):
-            previous(*got[0])  # Python's default handler raises KeyboardInterrupt
-        elif got and previous == signal.SIG_DFL:
-            os.kill(os.getpid(), signal.SIGINT)
 
 
 def _map_methods(names: Sequence[str], work: Callable[[str], Any], workers: int,

@@ -75,6 +75,106 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+class SignalHold:
+    """Holds ``signals`` (default SIGINT and SIGTERM): while held (between :meth:`enter` and
+    the matching :meth:`leave`, which nest), a signal that arrives is recorded instead of
+    handled, and at the outermost :meth:`leave` the handlers in place before are restored
+    and the first recorded signal is raised again, to be handled as it would have been. The
+    same signal arriving a second time ends the hold at once (a second Ctrl-C is never
+    held). Only in the main thread (elsewhere signal handlers cannot be installed; nothing
+    changes)."""
+
+    def __init__(self, signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> None:
+        self.signals = signals
+        self._depth = 0
+        self._previous: dict[int, Any] = {}
+        self._got: list[int] = []
+
+    def enter(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        self._depth += 1
+        if self._depth == 1:
+            self._got = []
+            self._previous = {s: signal.signal(s, self._record) for s in self.signals}
+
+    def leave(self) -> None:
+        if threading.current_thread() is not threading.main_thread() or not self._depth:
+            return
+        self._depth -= 1
+        if self._depth == 0:
+            for s, handler in self._previous.items():
+                signal.signal(s, handler)
+            if self._got:
+                signal.raise_signal(self._got[0])
+
+    def _record(self, signum: int, frame: Any) -> None:
+        self._got.append(signum)
+        if self._got.count(signum) > 1:
+            self._depth = 1
+            self.leave()
+
+    @property
+    def held(self) -> bool:
+        return self._depth > 0
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """A :class:`SignalHold` around the block."""
+    hold = SignalHold()
+    hold.enter()
+    try:
+        yield
+    finally:
+        hold.leave()
+
+
+_NUMBA_HOLD: SignalHold | None = None
+#: the hold of a single run's start-up (:func:`hold_startup`): Ctrl-C only (SIGTERM's
+#: handler is installed before the hold ends, which must not restore the one before it)
+STARTUP = SignalHold((signal.SIGINT,))
+
+
+def hold_startup() -> None:
+    """Hold Ctrl-C from a single run's first line until :func:`release_startup` (the start
+    of its work, where an interrupt ends the run cleanly): one landing in the imports or in
+    Hydra's composition of the configuration printed a traceback, or left OmegaConf's
+    half-built configuration to fail with an unrelated error."""
+    STARTUP.enter()
+
+
+def release_startup() -> None:
+    """End :func:`hold_startup`'s hold (an interrupt received meanwhile is raised now); a
+    no-op when nothing is held."""
+    if STARTUP.held:
+        STARTUP.leave()
+
+
+def hold_signals_in_numba_loads() -> None:
+    """Hold Ctrl-C and SIGTERM (:class:`SignalHold`) whenever numba holds its compiler lock:
+    while it loads a cached kernel or compiles one. llvmlite calls numba back through ctypes
+    there, and an exception raised in such a callback is printed ("Exception ignored") and
+    dropped: a Ctrl-C landing during a process's first kernel loads was lost, and the run
+    went on to exit 0. The signal now takes effect when the lock is released (loads take
+    milliseconds; a first compile after installing, seconds). Once per process."""
+    global _NUMBA_HOLD
+    if _NUMBA_HOLD is not None:
+        return
+    from numba.core import event
+
+    hold = _NUMBA_HOLD = SignalHold()
+
+    class _HoldWhileLocked(event.Listener):
+        def on_start(self, ev: Any) -> None:
+            hold.enter()
+
+        def on_end(self, ev: Any) -> None:
+            hold.leave()
+
+    event.register("numba:compiler_lock", _HoldWhileLocked())
+
+
 def process_start(pid: int) -> str:
     """The process's start time in clock ticks since boot ('' where /proc is unavailable).
 

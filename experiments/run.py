@@ -8,6 +8,10 @@ compact table. Sweeps: ``python -m experiments.run -m seed=0,1,2``.
 from __future__ import annotations
 
 if __name__ == "__main__":  # a command-line run: MLflow's process starts loading right away
+    from experiments.resilience import hold_startup
+
+    if not {"-m", "--multirun"} & set(__import__("sys").argv[1:]):
+        hold_startup()  # Ctrl-C now acts when the run starts its work (main)
     from experiments.log_worker import prespawn
 
     prespawn()
@@ -49,7 +53,12 @@ from .method_pool import encode_aside, map_methods, workers_for
 from .metrics import RELIABILITY_PLOT, plot_predictions_reliability
 from .reembed import edit_costs
 from .replay import Schedule, grade_run, replay, run_rows
-from .resilience import exit_now, quick_worker_exit
+from .resilience import (
+    exit_now,
+    hold_signals_in_numba_loads,
+    quick_worker_exit,
+    release_startup,
+)
 from .retrievers import Context, make_params, make_retriever
 from .retrievers.qdrant import MissingExtraError
 from .tracking import (
@@ -606,6 +615,7 @@ def _print_skipped(cfg: DictConfig, cfg_fp: str, run_id: str) -> None:
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
     quick_worker_exit()  # a sweep's joblib worker ends without tearing its modules down
+    hold_signals_in_numba_loads()  # a Ctrl-C during a kernel's first load is not lost
     try:
         settings = validate(cfg)
     except ConfigError as e:
@@ -613,6 +623,7 @@ def main(cfg: DictConfig) -> float | None:
         sys.exit(2)
     with sigterm_as_interrupt():
         try:
+            release_startup()  # an interrupt held since the first line is raised here
             return _run(cfg, settings)
         except KeyboardInterrupt as e:
             how, code = ("SIGTERM", 143) if isinstance(e, Terminated) else ("Ctrl-C", 130)

@@ -381,3 +381,31 @@ def test_ctrl_c_while_methods_replay_side_by_side_leaves_no_process(tmp_path: Pa
     while _processes_mentioning(str(tmp_path)) and time.time() < deadline:
         time.sleep(0.1)
     assert not _processes_mentioning(str(tmp_path))
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
+def test_ctrl_c_during_the_start_up_ends_the_run_cleanly(tmp_path: Path) -> None:
+    """Ctrl-C while the run imports and Hydra composes its configuration (as soon as the
+    logging process exists, which the run starts at its first line): it acts when the run
+    starts its work, with the one-line message and exit 130 (it printed a traceback, or
+    broke OmegaConf's half-built configuration into an unrelated error)."""
+    import subprocess
+
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "experiments.run", "embedder=hashing", "n_boot=100",
+         f"hydra.run.dir={out}", f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db",
+         f"mlflow.artifact_location={tmp_path}/artifacts"],
+        cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True, preexec_fn=_ctrl_c_as_in_a_terminal)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    deadline = time.time() + 60
+    while proc.poll() is None and not children.read_text().split():
+        assert time.time() < deadline
+        time.sleep(0.005)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and "interrupted (Ctrl-C)" in err
+    assert not (out / "metrics.json").exists()

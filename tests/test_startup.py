@@ -250,3 +250,112 @@ def test_a_methods_nested_run_has_its_own_params_and_no_other_methods() -> None:
         "seed": 0, "store.pool": 50, "methods.smartvector_pool1.kind": "smartvector",
         "methods.smartvector_pool1.pool": 1}
     assert method_params(params, "oracle") == {"seed": 0, "store.pool": 50}
+
+
+_INTERRUPTED_LOAD = """
+    import os, signal, sys
+    import numba.core.codegen as codegen
+    from experiments.resilience import hold_signals_in_numba_loads, sigterm_as_interrupt
+
+    compiled = codegen.CPUCodeLibrary._object_compiled_hook.__func__
+    sent = []
+
+    def interrupted(cls, ll_module, buf):
+        # one signal arrives while llvmlite calls numba back through ctypes, and its
+        # handler runs there (the first kernel loads of a run call this)
+        if not sent:
+            sent.append(os.kill(os.getpid(), signal.{signal}))
+            sum(range(10_000))
+        return compiled(cls, ll_module, buf)
+
+    codegen.CPUCodeLibrary._object_compiled_hook = classmethod(interrupted)
+    if {hold}:
+        hold_signals_in_numba_loads()
+    from numba import njit
+
+    @njit
+    def plus_one(x):
+        return x + 1
+
+    with sigterm_as_interrupt():
+        try:
+            plus_one(1)
+            print("went on", flush=True)
+        except KeyboardInterrupt as e:
+            print(f"interrupted by {{type(e).__name__}}", flush=True)
+    print("compiled:", plus_one(2))
+"""
+
+
+@pytest.mark.parametrize("sig, raised", [("SIGINT", "KeyboardInterrupt"),
+                                         ("SIGTERM", "Terminated")])
+def test_an_interrupt_during_a_kernel_load_is_not_lost(sig: str, raised: str) -> None:
+    """Ctrl-C or SIGTERM while numba loads or compiles a kernel takes effect once the
+    compiler lock is released, instead of vanishing in llvmlite's ctypes callback."""
+    script = textwrap.dedent(_INTERRUPTED_LOAD.format(signal=sig, hold=True))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [f"interrupted by {raised}", "compiled: 3"]
+    assert "Exception ignored" not in out.stderr
+
+
+def test_without_the_hold_the_interrupt_was_lost() -> None:
+    """What the hold is for (numba 0.6x, llvmlite 0.4x): the interrupt is printed as
+    "Exception ignored" and the program goes on."""
+    script = textwrap.dedent(_INTERRUPTED_LOAD.format(signal="SIGINT", hold=False))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["went on", "compiled: 3"]
+    assert "Exception ignored" in out.stderr and "KeyboardInterrupt" in out.stderr
+
+
+def test_signal_hold_nests_and_delivers_at_the_outermost_leave() -> None:
+    script = textwrap.dedent("""
+        import os, signal
+        from experiments.resilience import SignalHold
+        hold = SignalHold()
+        hold.enter(); hold.enter()
+        os.kill(os.getpid(), signal.SIGINT)
+        hold.leave()
+        print("held after the inner leave", flush=True)
+        try:
+            hold.leave()
+            print("lost")
+        except KeyboardInterrupt:
+            print("raised")
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        hold.leave()  # unmatched: nothing happens
+        only_int = SignalHold((signal.SIGINT,))
+        only_int.enter()
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        only_int.leave()
+        print("done")
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["held after the inner leave", "raised", "done"]
+
+
+def test_a_second_signal_is_not_held() -> None:
+    script = textwrap.dedent("""
+        import os, signal
+        from experiments.resilience import SignalHold
+        hold = SignalHold()
+        hold.enter(); hold.enter()
+        os.kill(os.getpid(), signal.SIGINT)
+        print("first held", flush=True)
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            print("second held")
+        except KeyboardInterrupt:
+            print("second raised at once")
+        assert not hold.held
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["first held", "second raised at once"]
