@@ -147,8 +147,7 @@ def hold_startup() -> None:
 def release_startup() -> None:
     """End :func:`hold_startup`'s hold (an interrupt received meanwhile is raised now); a
     no-op when nothing is held."""
-    if STARTUP.held:
-        STARTUP.leave()
+    STARTUP.leave()
 
 
 def hold_signals_in_numba_loads() -> None:

@@ -8,9 +8,11 @@ compact table. Sweeps: ``python -m experiments.run -m seed=0,1,2``.
 from __future__ import annotations
 
 if __name__ == "__main__":  # a command-line run: MLflow's process starts loading right away
+    import sys
+
     from experiments.resilience import hold_startup
 
-    if not {"-m", "--multirun"} & set(__import__("sys").argv[1:]):
+    if not {"-m", "--multirun"} & set(sys.argv[1:]):
         hold_startup()  # Ctrl-C now acts when the run starts its work (main)
     from experiments.log_worker import prespawn
 
