@@ -11,7 +11,9 @@ recency). The loser takes ``contradiction_penalty`` and sends a ripple; both get
 it is this library's reading of "resolve".
 
 The neighbour search of the new vectors is one batched index search, made in an order that
-keeps similar queries together (faster, same results). ``ConsolidationParams.search_ef``, when
+keeps similar queries together (faster, same results); on an HNSW index a large pass searches
+only the new vectors whose texts state quantities (the others can contradict nothing: same
+results, ~40% fewer queries on the scale benchmark). ``ConsolidationParams.search_ef``, when
 set, bounds it: the index's ``ef_search`` for this search only (lower: faster, and it may miss
 some neighbours, hence some contradictions); None (the default) keeps the index's own. The
 candidate pairs it yields are tested in bulk, and the contradictions found are linked,
@@ -33,6 +35,8 @@ from .vector import ConsolidationReport, Event
 _ORDER_MIN = 50_000  # fewer new vectors are searched in row order (ordering would not pay)
 _SEARCH_BLOCK = 32768  # queries per index search (and rows per pivot product)
 _PIVOTS = 64  # pivots per level of the search's locality order
+_CLAIMS_FIRST = 4096  # from this many new vectors up, an HNSW pass searches only those stating
+# quantities (the claims of the new vectors are scanned before the search, not after)
 
 
 class Consolidatable(Protocol):
@@ -421,6 +425,22 @@ def _contradictions(store: Consolidatable, t: float, new_live: np.ndarray, vecto
     same edges, events and details as one pair after another, in that order)."""
     params = store.config.consolidation
     c = store.columns
+    texts = store.texts
+    claims_of, stated, scanned = None, [frozenset()], None
+    if len(new_live) >= _CLAIMS_FIRST and getattr(store.index, "ef_search", None) is not None:
+        # a contradiction needs both texts to state quantities: a new vector whose text
+        # states none has none, and is not searched. An HNSW index answers each query on its
+        # own, so the others' neighbours do not change (the exact index's batched products
+        # might round differently in batches of another shape: it searches them all).
+        index, stated = _claims_indexed(list(map(texts.__getitem__, new_live.tolist())))
+        claims_of = np.zeros(len(store), np.int64)  # row -> its claims in stated (0: none)
+        claims_of[new_live] = index
+        scanned = np.zeros(len(store), bool)
+        scanned[new_live] = True
+        states = np.array(list(map(bool, stated)))[index]
+        new_live, rows = new_live[states], rows[states]
+        if not len(new_live):
+            return []
     k = min(2 * params.neighbours + 1, len(store.index))
     labels, sims, order = _search_in_order(store.index, vectors, rows, k, params.search_ef)
     # the candidates are found in the search's order (row i: new_live[order[i]]'s results),
@@ -438,13 +458,18 @@ def _contradictions(store: Consolidatable, t: float, new_live: np.ndarray, vecto
     a, b = query[at // labels.shape[1]], labels.reshape(-1)[at]
     # claims of every row involved, coded: -1 none, -2 several, else the id of its one claim
     seen = _rows_in(len(store), a, b)
-    index, stated = _claims_indexed(list(map(store.texts.__getitem__, seen.tolist())))
+    if claims_of is None:
+        claims_of = np.zeros(len(store), np.int64)
+    else:  # (the new rows' claims are known: the others' are appended to stated)
+        seen = seen[~scanned[seen]]
+    if len(seen):
+        index, more = _claims_indexed(list(map(texts.__getitem__, seen.tolist())))
+        claims_of[seen] = np.where(index > 0, index + (len(stated) - 1), 0)
+        stated = [*stated, *more[1:]]
     ids: dict[str, int] = {}
     code_of = np.array([-1 if not q else -2 if len(q) > 1 else ids.setdefault(next(iter(q)),
                                                                               len(ids))
                         for q in stated], dtype=np.int64)
-    claims_of = np.zeros(len(store), np.int64)  # row -> its claims in stated (0: none)
-    claims_of[seen] = index
     code = code_of[claims_of]
     qa, qb = code[a], code[b]
     doc = _doc_codes(store.doc_of)

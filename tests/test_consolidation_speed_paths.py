@@ -290,6 +290,7 @@ def test_many_contradictions_equal_the_plain_loops(index, monkeypatch):
     monkeypatch.setattr(consolidation, "_ORDER_MIN", 1)
     monkeypatch.setattr(consolidation, "_SEARCH_BLOCK", 7)
     monkeypatch.setattr(consolidation, "_PIVOTS", 3)
+    monkeypatch.setattr(consolidation, "_CLAIMS_FIRST", 1)  # (HNSW: claimless rows unsearched)
     seen = []
     search = consolidation._search_in_order
     monkeypatch.setattr(consolidation, "_search_in_order",
@@ -312,3 +313,55 @@ def test_many_contradictions_equal_the_plain_loops(index, monkeypatch):
     if index == "hnsw":  # (the exact index is searched in one batch, in row order)
         assert all((order != np.arange(len(order))).any()
                    for *_, order in seen if len(order) > 9)
+
+
+def test_hnsw_pass_searches_only_new_vectors_stating_quantities(monkeypatch):
+    """From ``_CLAIMS_FIRST`` new vectors up, an HNSW pass searches only the new live rows
+    whose texts state quantities (the others cannot contradict anything), and leaves the store
+    exactly as the pass that searches them all: reports, events, edges, columns, count log."""
+    searched = []
+    search = consolidation._search_in_order
+
+    def spy(index, vectors, rows, k, ef):
+        searched.append(len(rows))
+        return search(index, vectors, rows, k, ef)
+
+    monkeypatch.setattr(consolidation, "_search_in_order", spy)
+    first, times = contradicting_store("hnsw", seed=5)
+    every = copy.deepcopy(first)
+    for store, claims_first in ((first, 1), (every, 10**9)):
+        monkeypatch.setattr(consolidation, "_CLAIMS_FIRST", claims_first)
+        searched.clear()
+        store.reports, store.searched = [], []
+        for t in times:
+            c = store.columns
+            new = np.flatnonzero((c["created_at"] <= t) & np.isinf(c["consolidated_at"])
+                                 & ~(c["superseded_at"] <= t))
+            stating = sum(bool(claims(store.texts[r])) for r in new.tolist())
+            store.reports.append(dataclasses.asdict(store.consolidate(t)))
+            store.searched.append((len(new), stating))
+        store.calls = list(searched)
+    assert first.reports == every.reports
+    assert state(first) == state(every) and store_state(first) == store_state(every)
+    assert sum(r["contradictions"] for r in first.reports) > 50
+    # the passes with new vectors searched those stating quantities, or all of them
+    made = [(n, q) for n, q in first.searched if n]
+    assert first.calls == [q for _, q in made] and every.calls == [n for n, _ in made]
+    assert all(q < n for n, q in made), made
+
+
+def test_hnsw_pass_whose_new_vectors_state_no_quantity_searches_nothing(monkeypatch):
+    monkeypatch.setattr(consolidation, "_CLAIMS_FIRST", 1)
+    rng = np.random.default_rng(0)
+    store = SmartVectorStore(HashingEmbedder(dim=16), "hnsw")
+    topic = rng.standard_normal(16)
+    store.add_vectors(topic + 0.01 * rng.standard_normal((30, 16)),
+                      [f"Rule {'abcdefghij'[i % 10]}: keep the records up to date."
+                       for i in range(30)], [f"d{i}" for i in range(30)], T0)
+
+    def never(*a):
+        raise AssertionError("searched")
+
+    monkeypatch.setattr(store.index, "search", never)
+    report = store.consolidate(T0 + DAY)
+    assert (report.contradictions, report.promoted) == (0, 30)
