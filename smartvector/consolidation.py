@@ -32,9 +32,9 @@ import numpy as np
 from .timeutil import DAY
 from .vector import ConsolidationReport, Event
 
-_ORDER_MIN = 50_000  # fewer new vectors are searched in row order (ordering would not pay)
+_ORDER_MIN = 4096  # fewer new vectors are searched in row order (ordering would not pay)
 _SEARCH_BLOCK = 32768  # queries per index search (and rows per pivot product)
-_PIVOTS = 64  # pivots per level of the search's locality order
+_PIVOTS = 128  # pivots per level of the search's locality order
 _CLAIMS_FIRST = 4096  # from this many new vectors up, an HNSW pass searches only those stating
 # quantities (the claims of the new vectors are scanned before the search, not after)
 
