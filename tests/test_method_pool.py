@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
+from sigint import ctrl_c_as_in_a_terminal
 
 from experiments import method_pool
 from experiments import run as runner
@@ -180,7 +181,7 @@ def test_ctrl_c_during_the_blas_library_scan_is_not_lost() -> None:
 
     out = subprocess.run([sys.executable, "-c", _SCAN_INTERRUPTED], cwd=ROOT, text=True,
                          capture_output=True, timeout=120, check=False,
-                         preexec_fn=_ctrl_c_as_in_a_terminal)
+                         preexec_fn=ctrl_c_as_in_a_terminal)
     assert out.stdout.strip() == "raised", out.stderr[-2000:]
 
 
@@ -344,12 +345,6 @@ def _processes_mentioning(text: str) -> list[int]:
     return found
 
 
-def _ctrl_c_as_in_a_terminal() -> None:
-    """A command started in the background by a shell without job control inherits SIGINT
-    ignored, and so would the runs these tests start: they get it back."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 @needs_fork
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
 def test_ctrl_c_while_methods_replay_side_by_side_leaves_no_process(tmp_path: Path) -> None:
@@ -365,7 +360,7 @@ def test_ctrl_c_while_methods_replay_side_by_side_leaves_no_process(tmp_path: Pa
          f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db",
          f"mlflow.artifact_location={tmp_path}/artifacts"],
         cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        start_new_session=True, preexec_fn=_ctrl_c_as_in_a_terminal)
+        start_new_session=True, preexec_fn=ctrl_c_as_in_a_terminal)
     deadline = time.time() + 120
     while not (out / "dataset" / "queries.jsonl").exists() and proc.poll() is None:
         assert time.time() < deadline
@@ -398,7 +393,7 @@ def test_ctrl_c_during_the_start_up_ends_the_run_cleanly(tmp_path: Path) -> None
          f"hydra.run.dir={out}", f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db",
          f"mlflow.artifact_location={tmp_path}/artifacts"],
         cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        start_new_session=True, preexec_fn=_ctrl_c_as_in_a_terminal)
+        start_new_session=True, preexec_fn=ctrl_c_as_in_a_terminal)
     children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
     deadline = time.time() + 60
     while proc.poll() is None and not children.read_text().split():

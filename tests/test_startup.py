@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sigint import ctrl_c_as_in_a_terminal
 
 from experiments.retrievers import bm25
 from experiments.retrievers.ledger import ChunkLedger
@@ -294,7 +295,7 @@ def test_an_interrupt_during_a_kernel_load_is_not_lost(sig: str, raised: str) ->
     compiler lock is released, instead of vanishing in llvmlite's ctypes callback."""
     script = textwrap.dedent(_INTERRUPTED_LOAD.format(signal=sig, hold=True))
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         cwd=ROOT, timeout=120)
+                         cwd=ROOT, timeout=120, preexec_fn=ctrl_c_as_in_a_terminal)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [f"interrupted by {raised}", "compiled: 3"]
     assert "Exception ignored" not in out.stderr
@@ -305,7 +306,7 @@ def test_without_the_hold_the_interrupt_was_lost() -> None:
     "Exception ignored" and the program goes on."""
     script = textwrap.dedent(_INTERRUPTED_LOAD.format(signal="SIGINT", hold=False))
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         cwd=ROOT, timeout=120)
+                         cwd=ROOT, timeout=120, preexec_fn=ctrl_c_as_in_a_terminal)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["went on", "compiled: 3"]
     assert "Exception ignored" in out.stderr and "KeyboardInterrupt" in out.stderr
@@ -334,7 +335,7 @@ def test_signal_hold_nests_and_delivers_at_the_outermost_leave() -> None:
         print("done")
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         cwd=ROOT, timeout=60)
+                         cwd=ROOT, timeout=60, preexec_fn=ctrl_c_as_in_a_terminal)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["held after the inner leave", "raised", "done"]
 
@@ -356,6 +357,6 @@ def test_a_second_signal_is_not_held() -> None:
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         cwd=ROOT, timeout=60)
+                         cwd=ROOT, timeout=60, preexec_fn=ctrl_c_as_in_a_terminal)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["first held", "second raised at once"]
