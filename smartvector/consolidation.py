@@ -422,7 +422,9 @@ def _contradictions(store: Consolidatable, t: float, new_live: np.ndarray, vecto
     pair not linked before nor met earlier in this pass; the texts' claims come from one bulk
     scan (:func:`_claims_indexed`) and are compared as integer codes where each side states
     one quantity. The pairs left are resolved, linked, penalised and reported at once (the
-    same edges, events and details as one pair after another, in that order)."""
+    same edges, events and details as one pair after another, in that order). On an HNSW
+    index, from ``_CLAIMS_FIRST`` new vectors up, their claims are scanned first and only
+    those stating a quantity are searched."""
     params = store.config.consolidation
     c = store.columns
     texts = store.texts
