@@ -27,6 +27,7 @@ all pairs with difflib; it is timed in a subprocess at small sizes and extrapola
 from __future__ import annotations
 
 import argparse
+import gc
 import pickle
 import re
 import time
@@ -41,10 +42,12 @@ _PAIR = re.compile(r"contradiction (\S+) ~ (\S+) ")
 
 def timed_passes(store, log, label: str = "") -> tuple[dict, set]:
     """The initial and next passes on ``store``, timed, with the index's search and vector
-    reads timed inside them; returns the passes and the initial pass's contradiction pairs."""
-    spent = {"search": 0.0, "get_vectors": 0.0}
+    reads timed inside them (and the queries searched), and the garbage collector's time
+    during each pass; returns the passes and the initial pass's contradiction pairs."""
+    spent = {"search": 0.0, "get_vectors": 0.0, "gc": 0.0}
+    queries = [0]
     index = store.index
-    for name in spent:
+    for name in ("search", "get_vectors"):
         fn = getattr(index, name)
 
         def timed(*a, _fn=fn, _name=name, **kw):
@@ -53,28 +56,44 @@ def timed_passes(store, log, label: str = "") -> tuple[dict, set]:
                 return _fn(*a, **kw)
             finally:
                 spent[_name] += time.perf_counter() - t0
+                if _name == "search":
+                    queries[0] += len(a[0])
         setattr(index, name, timed)
+    gc_start = [0.0]
+
+    def collecting(phase: str, info: dict) -> None:
+        if phase == "start":
+            gc_start[0] = time.perf_counter()
+        else:
+            spent["gc"] += time.perf_counter() - gc_start[0]
+
     passes = {}
     pairs: set = set()
     for which, day in (("initial", 361.0), ("next", 421.0)):
         for k in spent:
             spent[k] = 0.0
+        queries[0] = 0
         rss0 = rss_bytes()
+        gc.callbacks.append(collecting)
         t = time.perf_counter()
-        rep = store.consolidate(T0 + day * DAY)
-        dt = time.perf_counter() - t
+        try:
+            rep = store.consolidate(T0 + day * DAY)
+        finally:
+            dt = time.perf_counter() - t
+            gc.callbacks.remove(collecting)
         if which == "initial":
             pairs = {frozenset(m.groups()) for m in map(_PAIR.match, rep.details)}
         passes[which] = {
             "seconds": round(dt, 3), "index_search_s": round(spent["search"], 3),
             "index_get_vectors_s": round(spent["get_vectors"], 3),
+            "index_search_queries": queries[0], "gc_s": round(spent["gc"], 3),
             "rss_growth_mib": round((rss_bytes() - rss0) / 2**20, 1),
             "report": {k: getattr(rep, k) for k in ("checked", "dormant", "contradictions",
                                                      "dependency_edges", "ripples", "archived",
                                                      "promoted")}}
         log(f"  {label}{which} pass at day {day:.0f}: {dt:.2f} s (index search "
             f"{spent['search']:.2f} s) {passes[which]['report']}")
-    for name in spent:
+    for name in ("search", "get_vectors"):
         delattr(index, name)
     return passes, pairs
 

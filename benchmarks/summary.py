@@ -150,17 +150,23 @@ def consolidation_section(c: dict) -> list[str]:
            "first pass after bulk ingestion (every vector new: contradiction search for all); "
            "`next` = a pass 60 days later (every vector active: dormancy check for all); "
            "`full` = both. Sizes below 10^6: the median of three builds and passes (every "
-           "run's full time in the last column).", "",
-           "| vectors | ingestion | initial pass | (index search) | next pass | full | "
+           "run's full time in the last column). `(index search)`: the initial pass's neighbour "
+           "search and the new vectors it searched (on an HNSW index only those whose texts "
+           "state a quantity); `(gc)`: Python's garbage collector during the initial pass.", "",
+           "| vectors | ingestion | initial pass | (index search) | (gc) | next pass | full | "
            "contradictions | dependency edges | ripples | dormant | archived | PoC "
            "(extrapolated) | runs (full) |",
-           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in c["sizes"].values():
         i, nx = r["passes"]["initial"], r["passes"]["next"]
         est = r.get("poc_seconds_extrapolated")
         poc = f"{est:,.0f} s ({est / 3600:,.1f} h)" if est is not None else "-"
+        searched = (f"{i['index_search_s']:.1f} s, {i['index_search_queries']:,} of "
+                    f"{i['report']['promoted']:,}" if "index_search_queries" in i
+                    else f"{i['index_search_s']:.1f} s")
+        gc_s = f"{i['gc_s']:.1f} s" if "gc_s" in i else "-"
         out.append(f"| {r['n']:,} | {r['ingest_s']:.1f} s | {i['seconds']:.1f} s | "
-                   f"{i['index_search_s']:.1f} s | {nx['seconds']:.1f} s | {r['full_s']:.1f} s | "
+                   f"{searched} | {gc_s} | {nx['seconds']:.1f} s | {r['full_s']:.1f} s | "
                    f"{i['report']['contradictions']:,} | {i['report']['dependency_edges']:,} | "
                    f"{i['report']['ripples']:,} | {nx['report']['dormant']:,} | "
                    f"{i['report']['archived'] + nx['report']['archived']:,} | {poc} | "

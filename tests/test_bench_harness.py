@@ -25,3 +25,31 @@ def test_summary_lists_each_study_time() -> None:
     text = "\n".join(harness_section({"parts": {"paper": {"machine": machine, "cold": run}}}))
     assert "| paper | cold | `python -m experiments.paper` | 15.5 s |" in text
     assert "paper cold, each study's wall time: table1 12.5 s, real_peps 3.0 s." in text
+
+
+def test_consolidation_benchmark_counts_the_queries_it_searched(monkeypatch) -> None:
+    """``timed_passes`` reports the queries the pass searched (on HNSW, from
+    ``_CLAIMS_FIRST`` new vectors up, only those whose texts state a quantity) and the
+    collector's time, leaves the index's methods as they were, and the summary shows both."""
+    from benchmarks.bench_consolidation import timed_passes
+    from benchmarks.common import machine
+    from benchmarks.summary import consolidation_section
+    from benchmarks.workload import ingest, make_corpus, new_store
+    from smartvector import consolidation
+
+    monkeypatch.setattr(consolidation, "_CLAIMS_FIRST", 1)
+    corpus = make_corpus(1500, seed=0)
+    store = new_store(threads=1)
+    ingest(corpus, store)
+    live = [r for r in range(len(store)) if not store.columns["superseded_at"][r] <= 1e300]
+    stating = sum(bool(consolidation.claims(store.texts[r])) for r in live)
+    passes, pairs = timed_passes(store, lambda _: None)
+    first = passes["initial"]
+    assert first["report"]["promoted"] == len(live) > stating == first["index_search_queries"]
+    assert passes["next"]["index_search_queries"] == 0 and first["gc_s"] >= 0
+    assert pairs and "search" not in vars(store.index) and "get_vectors" not in vars(store.index)
+    size = {"n": len(store), "ingest_s": 1.0, "full_s": 1.0, "passes": passes}
+    text = "\n".join(consolidation_section({
+        "machine": {**machine(), "command": "python -m benchmarks.bench_consolidation"},
+        "wall_s": 1.0, "sizes": {"1500": size}}))
+    assert f"{first['index_search_queries']:,} of {len(live):,}" in text
