@@ -44,10 +44,11 @@ def timed_passes(store, log, label: str = "") -> tuple[dict, set]:
     """The initial and next passes on ``store``, timed, with the index's search and vector
     reads timed inside them (and the queries searched), and the garbage collector's time
     during each pass; returns the passes and the initial pass's contradiction pairs."""
-    spent = {"search": 0.0, "get_vectors": 0.0, "gc": 0.0}
+    wrapped = ("search", "get_vectors")  # the index's methods timed here
+    spent = dict.fromkeys((*wrapped, "gc"), 0.0)
     queries = [0]
     index = store.index
-    for name in ("search", "get_vectors"):
+    for name in wrapped:
         fn = getattr(index, name)
 
         def timed(*a, _fn=fn, _name=name, **kw):
@@ -93,7 +94,7 @@ def timed_passes(store, log, label: str = "") -> tuple[dict, set]:
                                                      "promoted")}}
         log(f"  {label}{which} pass at day {day:.0f}: {dt:.2f} s (index search "
             f"{spent['search']:.2f} s) {passes[which]['report']}")
-    for name in ("search", "get_vectors"):
+    for name in wrapped:
         delattr(index, name)
     return passes, pairs
 
