@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -76,23 +77,36 @@ def run_part(name: str, log, repeats: int = 1) -> dict:
                 work.mkdir()
                 (work / "datasets").symlink_to(ROOT / "datasets")
             load0 = os.getloadavg()[0]
+            cpu0 = children_cpu_s()
             t = time.perf_counter()
             proc = subprocess.run([sys.executable, *args], cwd=work, env=env,
                                   capture_output=True, text=True, check=False)
             wall = time.perf_counter() - t
+            cpu = children_cpu_s() - cpu0
             if proc.returncode != 0:
                 raise SystemExit(f"error: {name} {label} failed (exit {proc.returncode}):\n"
                                  f"{proc.stderr[-2000:]}")
             run = {"command": "python " + " ".join(args), "wall_s": round(wall, 1),
+                   "cpu_s": round(cpu, 1), "cores_busy": round(cpu / wall, 2),
                    "new_directory": fresh, "load_avg_before": round(load0, 2),
                    "load_avg_after": round(os.getloadavg()[0], 2)}
             studies = study_times(proc.stdout) if name == "paper" else None
             if studies:
+                cpu_of = studies.pop("cpu_s", None)
                 run["studies_s"] = studies
+                if isinstance(cpu_of, dict):
+                    run["studies_cpu_s"] = cpu_of
             runs.setdefault(label, []).append(run)
-            log(f"  {name} {label}: {wall:.1f} s (load {load0:.1f} -> "
+            log(f"  {name} {label}: {wall:.1f} s, {cpu:.1f} CPU-s (load {load0:.1f} -> "
                 f"{os.getloadavg()[0]:.1f})")
     return {label: median_run(rs) for label, rs in runs.items()}
+
+
+def children_cpu_s() -> float:
+    """User + system CPU seconds of this process's ended children, theirs included (the
+    processes each waited for): a command's CPU is the difference around it."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def study_times(stdout: str) -> dict[str, float] | None:

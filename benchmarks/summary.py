@@ -297,9 +297,12 @@ def harness_section(h: dict) -> list[str]:
            "(it converts the model), `cold` a run in a new directory after that; `cold`, `warm` "
            "and `skipped` are measured in rounds (a new directory each, `--repeats`, 3 by "
            "default) and the median run is shown, with every run's time. Wall-clock "
-           "seconds of the command as a user types it.", "",
-           "| part | step | command | wall time | load before / after | machine |",
-           "|---|---|---|---:|---|---|"]
+           "seconds of the command as a user types it; CPU: user + system seconds of the "
+           "command and every process it waited for, and that over the wall time (2 = both "
+           "cores busy throughout).", "",
+           "| part | step | command | wall time | CPU (cores busy) | load before / after | "
+           "machine |",
+           "|---|---|---|---:|---:|---|---|"]
     for name, part in h["parts"].items():
         m = part["machine"]
         for label, r in part.items():
@@ -309,15 +312,21 @@ def harness_section(h: dict) -> list[str]:
             if r.get("runs_s"):
                 runs = (f" (median of {len(r['runs_s'])}: "
                         f"{', '.join(f'{w:.1f}' for w in r['runs_s'])} s)")
+            cpu = (f"{r['cpu_s']:,.1f} s ({r['cores_busy']:.2f})" if "cpu_s" in r
+                   else "not recorded")
             out.append(f"| {name} | {label} | `{r['command']}` | {r['wall_s']:.1f} s{runs} | "
-                       f"{r['load_avg_before']:.1f} / {r['load_avg_after']:.1f} | "
+                       f"{cpu} | {r['load_avg_before']:.1f} / {r['load_avg_after']:.1f} | "
                        f"{m['cpu']}, {m['cores']} cores; {m['date']} |")
     for name, part in h["parts"].items():
         for label, r in part.items():
             if isinstance(r, dict) and r.get("studies_s"):
                 times = {k: v for k, v in r["studies_s"].items() if k != "total"}
-                out += ["", f"{name} {label}, each study's wall time: " + ", ".join(
-                    f"{k} {v:,.1f} s" for k, v in times.items()) + "."]
+                cpu = r.get("studies_cpu_s") or {}
+                out += ["", f"{name} {label}, each study's wall time" + (
+                    " (CPU, cores busy)" if cpu else "") + ": " + ", ".join(
+                    f"{k} {v:,.1f} s" + (f" ({cpu[k]:,.1f} s, {cpu[k] / v:.2f})"
+                                          if k in cpu and v > 0 else "")
+                    for k, v in times.items()) + "."]
     return out
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import time
@@ -32,6 +33,12 @@ CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 SWEEPS = ("table1", "table1_dev", "regime_map", "robustness", "time_travel", "feedback",
           "sensitivity", "authority", "weights_dev", "real_site_policy", "real_peps")
 REEMBED_LENGTHS = "5,10,20,50,100,200,500"
+
+
+def _children_cpu_s() -> float:
+    """User + system CPU seconds of the ended child processes (and of those they waited for)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def _run(args: list[str]) -> float:
@@ -166,14 +173,17 @@ def main(argv: list[str] | None = None) -> int:
     common += launcher
     wanted = set(args.only) if args.only else set(SWEEPS) | {"reembed_length", "weights_test"}
     timings: dict[str, float] = {}
-    t0 = time.perf_counter()
+    cpu: dict[str, float] = {}  # each study's CPU seconds, its processes' (this one's aside)
+    t0, cpu0 = time.perf_counter(), _children_cpu_s()
     for name in SWEEPS:
         if name in wanted:
-            t1 = time.perf_counter()
+            t1, c1 = time.perf_counter(), _children_cpu_s()
             if args.force_sweeps or not _all_finished(name, common):
                 _run(_study_command(name, base, common))
             timings[name] = time.perf_counter() - t1
+            cpu[name] = _children_cpu_s() - c1
     if "reembed_length" in wanted:
+        c1 = _children_cpu_s()
         timings["reembed_length"] = _run([
             "-m", "experiments.reembed_study", "-m", f"n_paragraphs={REEMBED_LENGTHS}",
             "seed=0,1,2,3,4", f"mlflow.tracking_uri={args.tracking_uri}", *launcher])
@@ -181,14 +191,17 @@ def main(argv: list[str] | None = None) -> int:
         uri = resolve_tracking_uri(args.tracking_uri, Path.cwd())
         tuned = best_dev_weights(uri)
         print(f"weights chosen on the development split: {tuned}")
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), _children_cpu_s()
         for extra in ([], [f"store.weights.{k}={v}" for k, v in tuned.items()]):
             if args.force_sweeps or not _all_finished("weights_test", [*common, *extra]):
                 _run(["-m", "experiments.run", "-m", "+experiment=weights_test", *common,
                       *extra])
         timings["weights_test"] = time.perf_counter() - t1
+        cpu["weights_test"] = _children_cpu_s() - c1
     timings["total"] = time.perf_counter() - t0
-    print(json.dumps({k: round(v, 1) for k, v in timings.items()}, indent=2))
+    cpu["total"] = _children_cpu_s() - cpu0
+    print(json.dumps({**{k: round(v, 1) for k, v in timings.items()},
+                      "cpu_s": {k: round(v, 1) for k, v in cpu.items()}}, indent=2))
     return 0
 
 

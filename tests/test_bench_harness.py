@@ -23,8 +23,34 @@ def test_summary_lists_each_study_time() -> None:
            "load_avg_after": 1.2, "studies_s": {"table1": 12.5, "real_peps": 3.0,
                                                 "total": 15.5}}
     text = "\n".join(harness_section({"parts": {"paper": {"machine": machine, "cold": run}}}))
-    assert "| paper | cold | `python -m experiments.paper` | 15.5 s |" in text
+    assert "| paper | cold | `python -m experiments.paper` | 15.5 s | not recorded |" in text
     assert "paper cold, each study's wall time: table1 12.5 s, real_peps 3.0 s." in text
+
+
+def test_summary_shows_cpu_and_cores_busy_where_recorded() -> None:
+    machine = {"cpu": "CPU", "cores": 2, "date": "2026-12-02 12:00 UTC"}
+    run = {"command": "python -m experiments.paper", "wall_s": 20.0, "cpu_s": 30.0,
+           "cores_busy": 1.5, "load_avg_before": 1.0, "load_avg_after": 1.2,
+           "studies_s": {"table1": 16.0, "real_peps": 4.0, "total": 20.0},
+           "studies_cpu_s": {"table1": 28.0, "real_peps": 2.0, "total": 30.0}}
+    text = "\n".join(harness_section({"parts": {"paper": {"machine": machine, "cold": run}}}))
+    assert "| paper | cold | `python -m experiments.paper` | 20.0 s | 30.0 s (1.50) |" in text
+    assert ("paper cold, each study's wall time (CPU, cores busy): table1 16.0 s "
+            "(28.0 s, 1.75), real_peps 4.0 s (2.0 s, 0.50).") in text
+
+
+def test_children_cpu_counts_a_finished_child(tmp_path) -> None:
+    """A child that burns ~0.3 s of CPU adds at least that much to ``children_cpu_s``."""
+    import subprocess
+    import sys
+
+    from benchmarks.bench_harness import children_cpu_s
+
+    before = children_cpu_s()
+    subprocess.run([sys.executable, "-c",
+                    "import time\nt = time.process_time()\n"
+                    "while time.process_time() - t < 0.3: pass"], check=True)
+    assert children_cpu_s() - before >= 0.3
 
 
 def test_consolidation_benchmark_counts_the_queries_it_searched(monkeypatch) -> None:
