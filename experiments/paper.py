@@ -187,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         timings["reembed_length"] = _run([
             "-m", "experiments.reembed_study", "-m", f"n_paragraphs={REEMBED_LENGTHS}",
             "seed=0,1,2,3,4", f"mlflow.tracking_uri={args.tracking_uri}", *launcher])
+        cpu["reembed_length"] = _children_cpu_s() - c1
     if "weights_test" in wanted:
         uri = resolve_tracking_uri(args.tracking_uri, Path.cwd())
         tuned = best_dev_weights(uri)

@@ -263,6 +263,29 @@ def test_the_reembedding_study_uses_the_reproductions_workers(monkeypatch, jobs:
     assert command[-2:] == launcher if jobs == 2 else not set(launcher) & set(command)
 
 
+def test_paper_prints_each_studys_cpu_seconds(monkeypatch, capsys) -> None:
+    """The timings ``experiments.paper`` prints last hold, beside each study's wall time, the
+    CPU seconds its processes used (here a child that burns ~0.2 s of CPU per study)."""
+    import json
+    import subprocess
+    import sys
+
+    burn = ("import time\nt = time.process_time()\n"
+            "while time.process_time() - t < 0.2: pass")
+
+    def fake_run(args: list[str]) -> float:
+        subprocess.run([sys.executable, "-c", burn], check=True)
+        return 0.0
+
+    monkeypatch.setattr(paper, "_run", fake_run)
+    assert paper.main(["--only", "reembed_length"]) == 0
+    out = capsys.readouterr().out
+    timings = json.loads(out[out.rfind("\n{") + 1:])
+    assert set(timings["cpu_s"]) == {"reembed_length", "total"}
+    assert timings["cpu_s"]["reembed_length"] >= 0.2
+    assert timings["cpu_s"]["total"] >= timings["cpu_s"]["reembed_length"]
+
+
 def test_qdrant_search_matches_before_on_a_small_run(tmp_path: Path) -> None:
     """The rankings of the id pre-filtered query equal those of the payload-filtered one
     over a whole replay (run rows compared, scores included).
