@@ -35,10 +35,13 @@ SWEEPS = ("table1", "table1_dev", "regime_map", "robustness", "time_travel", "fe
 REEMBED_LENGTHS = "5,10,20,50,100,200,500"
 
 
-def _children_cpu_s() -> float:
-    """User + system CPU seconds of the ended child processes (and of those they waited for)."""
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
+def _cpu_s() -> float:
+    """User + system CPU seconds of this process and its ended children (and of the
+    processes they waited for): a study's CPU is the difference around it, the check
+    against the store that may skip it included."""
+    return sum(r.ru_utime + r.ru_stime for r in
+               (resource.getrusage(resource.RUSAGE_SELF),
+                resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
 def _run(args: list[str]) -> float:
@@ -173,34 +176,34 @@ def main(argv: list[str] | None = None) -> int:
     common += launcher
     wanted = set(args.only) if args.only else set(SWEEPS) | {"reembed_length", "weights_test"}
     timings: dict[str, float] = {}
-    cpu: dict[str, float] = {}  # each study's CPU seconds, its processes' (this one's aside)
-    t0, cpu0 = time.perf_counter(), _children_cpu_s()
+    cpu: dict[str, float] = {}  # each study's CPU seconds (this process's and its children's)
+    t0, cpu0 = time.perf_counter(), _cpu_s()
     for name in SWEEPS:
         if name in wanted:
-            t1, c1 = time.perf_counter(), _children_cpu_s()
+            t1, c1 = time.perf_counter(), _cpu_s()
             if args.force_sweeps or not _all_finished(name, common):
                 _run(_study_command(name, base, common))
             timings[name] = time.perf_counter() - t1
-            cpu[name] = _children_cpu_s() - c1
+            cpu[name] = _cpu_s() - c1
     if "reembed_length" in wanted:
-        c1 = _children_cpu_s()
+        c1 = _cpu_s()
         timings["reembed_length"] = _run([
             "-m", "experiments.reembed_study", "-m", f"n_paragraphs={REEMBED_LENGTHS}",
             "seed=0,1,2,3,4", f"mlflow.tracking_uri={args.tracking_uri}", *launcher])
-        cpu["reembed_length"] = _children_cpu_s() - c1
+        cpu["reembed_length"] = _cpu_s() - c1
     if "weights_test" in wanted:
         uri = resolve_tracking_uri(args.tracking_uri, Path.cwd())
         tuned = best_dev_weights(uri)
         print(f"weights chosen on the development split: {tuned}")
-        t1, c1 = time.perf_counter(), _children_cpu_s()
+        t1, c1 = time.perf_counter(), _cpu_s()
         for extra in ([], [f"store.weights.{k}={v}" for k, v in tuned.items()]):
             if args.force_sweeps or not _all_finished("weights_test", [*common, *extra]):
                 _run(["-m", "experiments.run", "-m", "+experiment=weights_test", *common,
                       *extra])
         timings["weights_test"] = time.perf_counter() - t1
-        cpu["weights_test"] = _children_cpu_s() - c1
+        cpu["weights_test"] = _cpu_s() - c1
     timings["total"] = time.perf_counter() - t0
-    cpu["total"] = _children_cpu_s() - cpu0
+    cpu["total"] = _cpu_s() - cpu0
     print(json.dumps({**{k: round(v, 1) for k, v in timings.items()},
                       "cpu_s": {k: round(v, 1) for k, v in cpu.items()}}, indent=2))
     return 0
