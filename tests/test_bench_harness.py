@@ -39,7 +39,7 @@ def test_summary_shows_cpu_and_cores_busy_where_recorded() -> None:
             "(28.0 s, 1.75), real_peps 4.0 s (2.0 s, 0.50).") in text
 
 
-def test_children_cpu_counts_a_finished_child(tmp_path) -> None:
+def test_children_cpu_counts_a_finished_child() -> None:
     """A child that burns ~0.3 s of CPU adds at least that much to ``children_cpu_s``."""
     import subprocess
     import sys
