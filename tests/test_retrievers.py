@@ -479,6 +479,37 @@ def test_qdrant_filter_follows_validity(emb) -> None:
     assert "vpn@v2#0" not in ids_of(plain.search(ask(emb, q, ts(5)), ts(5), 5))
 
 
+def test_qdrant_archives_closed_windows_and_brings_back_a_reopened_one(emb) -> None:
+    """Points whose window has closed by the latest ingestion sit in the archive collection;
+    a query at that time searches the live one alone, one "as of" an earlier time the archive
+    too. A chunk carried over into a version that starts the instant its window closed (and
+    after another document's ingestion at that instant archived it) comes back."""
+    pytest.importorskip("qdrant_client", reason="qdrant_filter needs qdrant-client "
+                        "(pip install -e '.[peers]')")
+    r = method("qdrant_filter", emb)
+    text = "Visitors sign in at the front desk and wear a badge."
+    r.ingest(DocVersion("visitors", 1, text, day(0), day(10)))  # in force over [0, 10)
+    r.ingest(DocVersion("vpn", 1, VPN_1, day(10)))  # the same instant: visitors#0 closed
+    assert r.archived == [True, False, False]
+    assert set(r.query_filters(ts(10))) == {r.COLLECTION}
+    assert set(r.query_filters(ts(5))) == {r.ARCHIVE}  # only visitors#0 was in force
+    assert ids_of(r.search(ask(emb, "Where do visitors sign in?", ts(5)), ts(5), 5)) == [
+        "visitors@v1#0"]
+    # v2 starts when v1's window ended and keeps its text: the same row, open-ended again
+    r.ingest(DocVersion("visitors", 2, text, day(10)))
+    assert r.archived == [False, False, False] and r.ledger.ends[0] == math.inf
+    assert set(r.query_filters(ts(10))) == {r.COLLECTION}
+    hits = r.search(ask(emb, "Where do visitors sign in?", ts(10)), ts(10), 5)
+    assert ids_of(hits)[0] == "visitors@v1#0"
+    points, _ = r.client.scroll(r.ARCHIVE, limit=10)
+    assert points == []
+    # with validity off every point stays selected at later times: nothing is archived
+    plain = method("qdrant_filter", emb, validity=False)
+    plain.ingest(DocVersion("visitors", 1, text, day(0), day(10)))
+    plain.ingest(DocVersion("vpn", 1, VPN_1, day(10)))
+    assert plain.archived == [False, False, False]
+
+
 # --- parameters -----------------------------------------------------------------------------
 
 

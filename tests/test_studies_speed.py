@@ -1,5 +1,6 @@
 """The paper's studies made cheaper without moving a result (issue 15, row "studies"):
-Qdrant's id pre-filter selects exactly the payload filter's points, the per-run reliability
+Qdrant's id pre-filter selects exactly the payload filter's points (and its archive of
+closed windows changes no ranking), the per-run reliability
 plot is a switch outside the configuration fingerprint, finished configurations are found
 with one search (a whole study is skipped when all of them are), and Hydra's sweeper composes
 one job up front instead of all."""
@@ -37,43 +38,61 @@ def _setup(tmp_path: Path, *overrides: str):
     return cfg, settings, ds, Context(emb, settings.store, cfg.protocol.index), qvecs
 
 
-@pytest.mark.parametrize("validity", [True, False])
+@pytest.mark.parametrize(("validity", "mode"), [(True, "replay"), (False, "replay"),
+                                               (True, "time_travel")])
 def test_qdrant_id_prefilter_selects_the_payload_filters_points(tmp_path: Path,
-                                                                validity: bool) -> None:
+                                                                validity: bool,
+                                                                mode: str) -> None:
     pytest.importorskip("qdrant_client", reason="qdrant_filter needs qdrant-client")
     cfg, settings, ds, ctx, qvecs = _setup(tmp_path, "dataset.contradiction_rate=0.5",
-                                           "dataset.supersession=documents")
+                                           "dataset.supersession=documents",
+                                           "dataset.validity_windows=true")
     node = {"kind": "qdrant_filter", "validity": validity}
-    checked, branches = [], set()
+    checked, searched, branches = [], [], set()
     real = make_retriever("qdrant_filter", node, ctx)
     original_search = type(real).search
 
+    def scroll(self, collection, flt):
+        points, _ = self.client.scroll(collection, scroll_filter=flt, limit=100_000,
+                                       with_payload=False)
+        return sorted(int(p.id) for p in points)
+
     def search_and_compare(self, query, at, k, gold=None):
-        # the points the payload filter selects, as Qdrant evaluates it (a scroll: it
-        # computes no score, so the collection's state is left as the replay leaves it)
-        points, _ = self.client.scroll(self.COLLECTION, scroll_filter=self.payload_filter(at),
-                                       limit=100_000, with_payload=False)
-        assert sorted(int(p.id) for p in points) == self.matching_rows(at)
-        # and the id filter the query runs (must have a kept id / must_not have a left-out
-        # one, whichever names fewer) selects those same points
-        flt = self.query_filter(at)
-        named, _ = self.client.scroll(self.COLLECTION, scroll_filter=flt, limit=100_000,
-                                      with_payload=False)
-        assert sorted(int(p.id) for p in named) == self.matching_rows(at)
-        branches.add("must" if flt.must else "must_not")
-        checked.append(len(points))
+        # the points the payload filter selects, as Qdrant evaluates it, in both collections
+        # (a scroll: it computes no score, so the collections' state is left as the replay
+        # leaves them)
+        by_payload = {c: scroll(self, c, self.payload_filter(at))
+                      for c in (self.COLLECTION, self.ARCHIVE)}
+        assert sorted(sum(by_payload.values(), [])) == self.matching_rows(at)
+        # the query searches exactly the collections holding such points, and the id filter
+        # it runs in each (none / must have a kept id / must_not have a left-out one,
+        # whichever names fewer) selects those same points there
+        flts = self.query_filters(at)
+        assert set(flts) == {c for c, rows in by_payload.items() if rows}
+        for c, flt in flts.items():
+            assert scroll(self, c, flt) == by_payload[c]
+            branches.add("none" if flt is None else "must" if flt.must else "must_not")
+        checked.append(len(self.matching_rows(at)))
+        searched.append(tuple(flts))
         return original_search(self, query, at, k, gold)
 
     type(real).search, saved = search_and_compare, type(real).search
     try:
-        res = replay(ds, real, qvecs, k=5, schedule=settings.schedule, seed=cfg.seed)
+        res = replay(ds, real, qvecs, k=5, schedule=settings.schedule, seed=cfg.seed,
+                     mode=mode)
     finally:
         type(real).search = saved
     assert len(checked) == len(ds.queries) and len(res.run) == len(ds.queries)
     assert max(checked) > 0
+    assert any(real.archived) == validity  # closed windows went to the archive
     if validity:  # the filter matters: some chunks were out of force at some query
         assert min(checked) < real.size
-        assert branches == {"must", "must_not"}
+    if mode == "replay":  # asked after every ingestion so far: the archive is never searched
+        assert all(s == (real.COLLECTION,) for s in searched if s)
+    else:  # "as of" the query's time, after the whole corpus: the archive too, and
+        # chunks ingested after that time are left out of both
+        assert any(real.ARCHIVE in s for s in searched)
+        assert branches == {"none", "must", "must_not"}
 
 
 def test_reliability_plot_is_a_switch_outside_the_fingerprint(tmp_path: Path) -> None:
@@ -287,18 +306,52 @@ def test_paper_prints_each_studys_cpu_seconds(monkeypatch, capsys) -> None:
 
 
 def test_qdrant_search_matches_before_on_a_small_run(tmp_path: Path) -> None:
-    """The rankings of the id pre-filtered query equal those of the payload-filtered one
-    over a whole replay (run rows compared, scores included).
+    """The rankings of the two collections with their id filters equal those of one
+    collection with the payload filter, as before, over a whole replay (run rows compared,
+    scores included).
 
     Two retrievers fed and queried alike: qdrant-client's local mode re-normalises the
     stored vectors in place at every cosine search, so a score's last bits depend on how
     many searches came before; a comparison must make the same calls in the same order."""
     pytest.importorskip("qdrant_client", reason="qdrant_filter needs qdrant-client")
     cfg, settings, ds, ctx, qvecs = _setup(tmp_path, "dataset.contradiction_rate=0.5",
-                                           "dataset.supersession=documents")
-    fast = make_retriever("qdrant_filter", {"kind": "qdrant_filter"}, ctx)
-    slow = make_retriever("qdrant_filter", {"kind": "qdrant_filter"}, ctx)
-    slow.query_filter = slow.payload_filter  # the payload filter, as before
+                                           "dataset.supersession=documents",
+                                           "dataset.validity_windows=true")
+    fast, slow = _tiered_and_single(ctx)
     rows = [pd.DataFrame(run_rows(replay(ds, r, qvecs, k=5, schedule=settings.schedule)))
             for r in (fast, slow)]
+    assert any(fast.archived) and not any(slow.archived)
     pd.testing.assert_frame_equal(rows[0], rows[1])
+
+
+def _tiered_and_single(ctx):
+    """The retriever as it is, and one that keeps every point in one collection and queries
+    it with the payload filter, as it did before the archive."""
+    fast = make_retriever("qdrant_filter", {"kind": "qdrant_filter"}, ctx)
+    slow = make_retriever("qdrant_filter", {"kind": "qdrant_filter"}, ctx)
+    slow.tiered = False
+    slow.query_filters = lambda at: {slow.COLLECTION: slow.payload_filter(at)}
+    return fast, slow
+
+
+def test_qdrant_time_travel_differs_from_one_collection_only_among_equal_texts(
+        tmp_path: Path) -> None:
+    """Asked "as of" past times after the whole corpus, a query also searches the archive.
+    Its points were copied there (normalised once more, then no longer at each search), so
+    their scores may differ from one collection's in the last bit (float32), and a group of
+    chunks with one text (boilerplate repeated across documents) larger than the tie margin
+    is cut differently: only such chunks trade places."""
+    pytest.importorskip("qdrant_client", reason="qdrant_filter needs qdrant-client")
+    cfg, settings, ds, ctx, qvecs = _setup(tmp_path, "dataset.contradiction_rate=0.5",
+                                           "dataset.supersession=documents",
+                                           "dataset.validity_windows=true")
+    fast, slow = _tiered_and_single(ctx)
+    a, b = (pd.DataFrame(run_rows(replay(ds, r, qvecs, k=5, schedule=settings.schedule,
+                                         mode="time_travel")))
+            for r in (fast, slow))
+    assert list(a.query_id) == list(b.query_id) and list(a["rank"]) == list(b["rank"])
+    assert (a.score - b.score).abs().max() < 1e-7
+    text = dict(zip(fast.ledger.ids, fast.ledger.texts, strict=True))
+    differ = a.vector_id != b.vector_id
+    assert all(text[x] == text[y] for x, y in zip(a.vector_id[differ], b.vector_id[differ],
+                                                    strict=True))
