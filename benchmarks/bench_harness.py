@@ -1,7 +1,7 @@
 """Harness timings: the main job cold and warm, the site-policy corpus cold, and the whole
 paper reproduction cold and warm.
 
-    python -m benchmarks.bench_harness [--only main,site_policy,paper]
+    python -m benchmarks.bench_harness [--only main,site_policy,paper] [--keep DIR]
 
 Each part runs its commands, as a user would type them, in a fresh scratch directory that
 holds only a link to ``datasets/`` (no embedding cache, no MLflow store, no outputs), with an
@@ -24,11 +24,14 @@ cache (beside ``smartvector/kernels.py``) is kept: it is built once per install.
   study's wall time, as the command prints it, is kept too (``studies_s``).
 
 Writes ``results/benchmarks/harness.json``; the last line printed gives every wall time.
-"""
+``--keep DIR`` leaves each part's directory in ``DIR/<part>``: the timed reproduction's MLflow
+store then regenerates the tables (``python -m experiments.figures --tracking-uri
+sqlite:///DIR/paper/scratch0/mlflow.db``)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -65,9 +68,18 @@ def steps_of(name: str, repeats: int) -> list[tuple[str, list[str], bool]]:
     return [steps[0], *(step for _ in range(repeats) for step in steps[1:])]
 
 
-def run_part(name: str, log, repeats: int = 1) -> dict:
+def run_part(name: str, log, repeats: int = 1, keep: Path | None = None) -> dict:
+    """Run the part's steps; with ``keep``, in ``keep/<name>`` (which must not exist), left
+    in place afterwards (the paper's MLflow store, for ``experiments.figures``), else in a
+    temporary directory."""
     runs: dict[str, list[dict]] = {}
-    with tempfile.TemporaryDirectory(prefix=f"bench_harness_{name}_") as root:
+    if keep is not None:
+        kept = Path(keep) / name
+        kept.mkdir(parents=True)  # FileExistsError: never mix with an earlier run's store
+        scratch = contextlib.nullcontext(str(kept))
+    else:
+        scratch = tempfile.TemporaryDirectory(prefix=f"bench_harness_{name}_")
+    with scratch as root:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT),
                "SMARTVECTOR_CACHE_DIR": str(Path(root) / "user-cache")}
         work = None
@@ -139,6 +151,9 @@ def main(argv=None) -> dict:
                     help="times the main job's cold, warm and skipped steps are measured (the "
                          "median is reported)")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--keep", default=None, metavar="DIR",
+                    help="run each part in DIR/<part> (must not exist) and keep it: the "
+                         "paper's MLflow store is then DIR/paper/scratch0/mlflow.db")
     args = ap.parse_args(argv)
     if args.repeats < 1:
         ap.error(f"--repeats must be >= 1, got {args.repeats}")
@@ -150,12 +165,15 @@ def main(argv=None) -> dict:
     # parts not run now keep their earlier measurement (each records its own machine)
     res = json.loads(path.read_text()) if path.exists() else {"benchmark": "harness",
                                                               "parts": {}}
+    keep = Path(args.keep).resolve() if args.keep else None
+    if keep is not None and any((keep / name).exists() for name in parts):
+        ap.error(f"--keep: {keep} already holds a directory of one of the parts")
     for name in parts:
         print(f"{name}:", flush=True)
         info = machine()
         t0 = time.perf_counter()
         res["parts"][name] = {"machine": info, **run_part(name, lambda s: print(s, flush=True),
-                                                          args.repeats)}
+                                                          args.repeats, keep)}
         res["parts"][name]["wall_s"] = round(time.perf_counter() - t0, 1)
     write_result("harness", res, str(path))
     print("; ".join(f"{n} {lab} {p[lab]['wall_s']} s" for n, p in res["parts"].items()

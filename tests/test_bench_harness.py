@@ -79,3 +79,22 @@ def test_consolidation_benchmark_counts_the_queries_it_searched(monkeypatch) -> 
         "machine": {**machine(), "command": "python -m benchmarks.bench_consolidation"},
         "wall_s": 1.0, "sizes": {"1500": size}}))
     assert f"{first['index_search_queries']:,} of {len(live):,}" in text
+
+
+def test_keep_leaves_the_parts_directory_and_never_reuses_one(tmp_path, monkeypatch) -> None:
+    """``--keep``: the steps run in ``DIR/<part>``, which stays (the reproduction's store
+    regenerates the tables from it); a directory already there is refused, not mixed in."""
+    import pytest
+
+    from benchmarks import bench_harness
+
+    monkeypatch.setitem(bench_harness.PARTS, "tiny", [
+        ("cold", ["-c", "open('made', 'w').write('x')"], True)])
+    out = bench_harness.run_part("tiny", lambda _: None, keep=tmp_path)
+    assert (tmp_path / "tiny" / "scratch0" / "made").read_text() == "x"
+    assert (tmp_path / "tiny" / "scratch0" / "datasets").is_symlink()
+    assert out["cold"]["command"].startswith("python -c")
+    with pytest.raises(FileExistsError):
+        bench_harness.run_part("tiny", lambda _: None, keep=tmp_path)
+    done = bench_harness.run_part("tiny", lambda _: None)  # no keep: a temporary directory
+    assert done["cold"]["wall_s"] >= 0 and not (tmp_path / "tiny" / "scratch1").exists()
