@@ -51,7 +51,7 @@ class Store:
             if "mlflow.parentRunId" in r.data.tags:
                 continue
             latest.setdefault(r.data.tags.get("config_fingerprint", r.info.run_id), r)
-        return sorted(latest.values(), key=lambda r: r.data.tags.get("config_fingerprint", ""))
+        return sorted(latest.values(), key=pool_order)
 
     def predictions(self, run) -> pd.DataFrame:
         path = self.mlflow.artifacts.download_artifacts(
@@ -59,14 +59,39 @@ class Store:
             dst_path=str(Path(self._tmp.name) / run.info.run_id))
         df = pd.read_csv(path, keep_default_na=False, na_values=[""])
         for k, v in run.data.params.items():
-            if k in ("seed", "dataset.contradiction_rate", "protocol.feedback_rate",
-                     "query_split", "store.temporal.half_life_days",
-                     "store.consolidation.contradiction_similarity",
-                     "dataset.authority_age_correlation", "dataset.query_timing",
-                     "dataset.supersession", "dataset.validity_windows",
-                     "dataset.off_topic_share") or k.startswith("store.weights."):
+            if _pooled_param(k):
                 df[k] = v
         return df
+
+
+#: the swept params a study's pooled predictions carry (and are ordered by)
+POOLED_PARAMS = ("seed", "dataset.contradiction_rate", "protocol.feedback_rate",
+                 "query_split", "store.temporal.half_life_days",
+                 "store.consolidation.contradiction_similarity",
+                 "dataset.authority_age_correlation", "dataset.query_timing",
+                 "dataset.supersession", "dataset.validity_windows",
+                 "dataset.off_topic_share")
+
+
+def _pooled_param(key: str) -> bool:
+    return key in POOLED_PARAMS or key.startswith("store.weights.")
+
+
+def pool_order(run) -> tuple:
+    """Where a configuration's predictions go in a study's pool: by its swept params
+    (numbers as numbers), then its fingerprint. The bootstraps resample rows of the pool, so
+    its order must not follow the fingerprint alone: that hash changes whenever the
+    configuration gains a key, and every interval moved with it."""
+    params = run.data.params
+
+    def value(v: str) -> tuple:
+        try:
+            return (0, float(v), "")
+        except ValueError:
+            return (1, 0.0, v)
+
+    swept = sorted((k, value(v)) for k, v in params.items() if _pooled_param(k))
+    return (tuple(swept), run.data.tags.get("config_fingerprint", ""))
 
 
 def _ci(flags: np.ndarray, seed: int = 0) -> tuple[float, float, float]:

@@ -109,3 +109,31 @@ def test_regime_map_differences_per_regime(tmp_path: Path) -> None:
         assert r.minus_plain_lo <= r.minus_plain <= r.minus_plain_hi
         assert r.minus_plain == pytest.approx(r.accuracy - r.plain_cosine, abs=2e-4)
     assert (tmp_path / "regime_map.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_pool_order_follows_the_swept_params_not_the_fingerprint() -> None:
+    """The pool (which the bootstraps resample) is ordered by the swept params, numbers as
+    numbers, so a fingerprint that changes with the configuration's keys moves no interval."""
+    from types import SimpleNamespace
+
+    from experiments.figures import pool_order
+
+    def run(seed: str, rate: str, fp: str, **extra: str):
+        params = {"seed": seed, "dataset.contradiction_rate": rate, "n_boot": "200", **extra}
+        return SimpleNamespace(data=SimpleNamespace(params=params,
+                                                    tags={"config_fingerprint": fp}))
+
+    runs = [run("10", "0", "aaa"), run("2", "0.25", "bbb"), run("2", "0", "zzz"),
+            run("2", "0", "ccc", **{"store.weights.semantic": "1"})]
+    # by the params' names, then their values: rate 0 (seed 2, then with a weight, seed 10),
+    # then rate 0.25; n_boot is not swept
+    order = [r.data.tags["config_fingerprint"] for r in sorted(runs, key=pool_order)]
+    assert order == ["zzz", "ccc", "aaa", "bbb"]
+    # new fingerprints (a key added to every configuration), same order
+    renamed = [run("10", "0", "111"), run("2", "0.25", "999"), run("2", "0", "555"),
+               run("2", "0", "000", **{"store.weights.semantic": "1"})]
+    assert [r.data.params["seed"] for r in sorted(renamed, key=pool_order)] == [
+        r.data.params["seed"] for r in sorted(runs, key=pool_order)]
+    # a value that is not a number sorts by its text
+    assert pool_order(run("2", "0", "x", **{"dataset.query_timing": "quiet"})) > \
+        pool_order(run("2", "0", "y", **{"dataset.query_timing": "after_change"}))
