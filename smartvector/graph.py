@@ -11,6 +11,9 @@ from .config import RippleParams
 KINDS = ("depends_on", "depended_by", "supersedes", "superseded_by", "contradicts")
 #: Edges that count towards the relational signal (as in the reference proof-of-concept).
 RELATIONAL_KINDS = ("depends_on", "depended_by")
+#: a row with this many edges of a kind gets a set of their targets for the duplicate test
+#: of a new edge (shorter lists are scanned: a set per row would cost memory for nothing)
+_SCAN = 32
 
 
 class EdgeGraph:
@@ -22,6 +25,9 @@ class EdgeGraph:
 
     def __init__(self) -> None:
         self._adj: dict[str, dict[int, list[tuple[int, float]]]] = {k: {} for k in KINDS}
+        # (kind, row) -> the targets of a row's list of _SCAN or more edges: built when the
+        # list reaches that length, kept up to date by every append after it
+        self._targets: dict[tuple[str, int], set[int]] = {}
         self._rel_head = np.full(0, -1, np.int64)
         self._rel_time = np.empty(0, np.float64)
         self._rel_prev = np.empty(0, np.int64)
@@ -29,8 +35,16 @@ class EdgeGraph:
 
     def _add(self, kind: str, a: int, b: int, at: float) -> bool:
         lst = self._adj[kind].setdefault(a, [])
-        if any(o == b for o, _ in lst):
-            return False
+        if len(lst) < _SCAN:
+            if any(o == b for o, _ in lst):
+                return False
+        else:  # a hub (a long document's chunks supersede each of the old version's)
+            seen = self._targets.get((kind, a))
+            if seen is None:
+                seen = self._targets[(kind, a)] = {o for o, _ in lst}
+            if b in seen:
+                return False
+            seen.add(b)
         lst.append((b, at))
         if kind in RELATIONAL_KINDS:
             self._log_relational(a, at)
@@ -91,13 +105,17 @@ class EdgeGraph:
         keep[np.unique(code, return_index=True)[1]] = True  # the first of repeated edges
         new[np.flatnonzero(new)[~keep]] = False
         adj = self._adj["contradicts"]
-        get = adj.get
+        get, targets = adj.get, self._targets
         for x, y in zip(src[new].tolist(), dst[new].tolist(), strict=True):
             lst = get(x)
             if lst is None:
                 adj[x] = [(y, at)]
             else:
                 lst.append((y, at))
+                if len(lst) > _SCAN:
+                    seen = targets.get(("contradicts", x))
+                    if seen is not None:
+                        seen.add(y)
         return new[0::2]
 
     def neighbours(self, kind: str, row: int, at: float | None = None) -> list[int]:

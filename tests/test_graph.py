@@ -87,6 +87,52 @@ def test_bulk_contradicts_links_equal_one_link_after_another():
         assert list(bulk.to_dict()["contradicts"]) == list(one.to_dict()["contradicts"])
 
 
+def test_hub_rows_keep_the_same_lists_and_answers_as_a_scan():
+    """Rows with many edges of a kind test a new edge against a set of their targets instead
+    of scanning the list: every call answers as a scan would, and the lists (targets, times,
+    order) are the same, with bulk contradiction links and a loaded graph in the mix."""
+    from smartvector import graph as graph_module
+
+    rng = np.random.default_rng(7)
+    g, ref = EdgeGraph(), {k: {} for k in graph_module.KINDS}
+
+    def ref_add(kind, a, b, at):
+        lst = ref[kind].setdefault(a, [])
+        if any(o == b for o, _ in lst):
+            return False
+        lst.append((b, at))
+        return True
+
+    for step in range(4000):
+        hub = int(rng.integers(0, 3))  # rows 0-2 get hundreds of edges
+        a = hub if rng.random() < 0.7 else int(rng.integers(0, 60))
+        b = int(rng.integers(0, 120))
+        at = float(step)
+        op = rng.random()
+        if op < 0.4:
+            g.link_supersedes(a, b, at)
+            ref_add("supersedes", a, b, at), ref_add("superseded_by", b, a, at)
+        elif op < 0.7:
+            if a != b:
+                assert g.link_dependency(a, b, at) == ref_add("depends_on", a, b, at)
+                ref_add("depended_by", b, a, at)
+        elif op < 0.85:
+            assert g.link_contradicts(a, b, at) == ref_add("contradicts", a, b, at)
+            ref_add("contradicts", b, a, at)
+        else:
+            xs = np.array([a, *rng.integers(0, 3, 4)])
+            ys = rng.integers(0, 120, len(xs))
+            want = []
+            for x, y in zip(xs.tolist(), ys.tolist(), strict=True):
+                want.append(ref_add("contradicts", x, y, at))
+                ref_add("contradicts", y, x, at)
+            assert g.link_contradicts_many(xs, ys, at).tolist() == want
+        if step == 2000:  # a saved and loaded graph builds its sets again when needed
+            g = EdgeGraph.from_dict(g.to_dict())
+    assert any(len(v) > graph_module._SCAN for adj in ref.values() for v in adj.values())
+    assert g.to_dict() == {k: {str(r): v for r, v in adj.items()} for k, adj in ref.items()}
+
+
 def test_has_many_equals_has():
     rng = np.random.default_rng(6)
     for _ in range(200):
