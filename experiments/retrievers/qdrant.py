@@ -91,22 +91,28 @@ class QdrantFilterRetriever(Retriever):
         led, m = self.ledger, self.models
         new, changed = led.add(version)
         self.archived += [False] * len(new)
+        to_archive: list[int] = []
+        to_live: list[int] = []
+        if self.tiered and self.params.validity:
+            # windows closed by now (superseded, expired) go to the archive; one reopened
+            # by a carried-over chunk comes back
+            closed = np.asarray(led.ends, dtype=float) <= version.ts
+            archived = np.asarray(self.archived, dtype=bool)
+            to_archive = np.flatnonzero(closed & ~archived).tolist()
+            to_live = np.flatnonzero(~closed & archived).tolist()
+        moving = {*to_archive, *to_live}  # (moved with their current payloads)
         for r in changed:  # superseded or carried over: the window's end moved
-            self.client.set_payload(self._collection(r), payload={"valid_to": min(
-                led.ends[r], OPEN_END)}, points=[r], wait=True)
+            if r not in moving:
+                self.client.set_payload(self._collection(r), payload={"valid_to": min(
+                    led.ends[r], OPEN_END)}, points=[r], wait=True)
         if new:
             vectors = np.asarray(self.ctx.embedder.encode([led.texts[r] for r in new]),
                                  np.float32)
             self.client.upsert(self.COLLECTION, wait=True, points=[
                 m.PointStruct(id=r, vector=v.tolist(), payload=self._payload(r))
                 for r, v in zip(new, vectors, strict=True)])
-        if self.tiered and self.params.validity:
-            # windows closed by now (superseded, expired) go to the archive; one reopened
-            # by a carried-over chunk comes back
-            closed = np.asarray(led.ends, dtype=float) <= version.ts
-            archived = np.asarray(self.archived, dtype=bool)
-            self._move(np.flatnonzero(closed & ~archived).tolist(), self.ARCHIVE)
-            self._move(np.flatnonzero(~closed & archived).tolist(), self.COLLECTION)
+        self._move(to_archive, self.ARCHIVE)
+        self._move(to_live, self.COLLECTION)
         return len(new)
 
     def _payload(self, r: int) -> dict[str, float]:
