@@ -454,6 +454,28 @@ def test_hybrid_returns_only_chunks_in_force(emb) -> None:
     assert "vpn@v1#0" in ids_of(plain.search(ask(emb, q, ts(20)), ts(20), 5))
 
 
+def test_hybrid_cosines_equal_a_fresh_computation_over_the_whole_prefix(emb) -> None:
+    """Row norms are kept as rows arrive (ingests and queries interleaved), yet every
+    query's cosines are those computed from scratch over the rows created by then, bit for
+    bit; a matrix of unnormalised rows (and an all-zero row) included."""
+    r = method("hybrid_rrf", emb)
+    rng = np.random.default_rng(3)
+    q = rng.normal(size=emb.dim).astype(np.float32)
+    for i, v in enumerate(doc_versions(SMALL)):
+        r.ingest(v)
+        r._vectors = [m * np.float32(1 + i) for m in r._vectors]  # unnormalised rows
+        if i == 2:
+            r._vectors.append(np.zeros((1, emb.dim), np.float32))
+        n_pending = sum(len(m) for m in r._vectors)
+        full = np.concatenate([r._matrix, *r._vectors])
+        for n in (len(full), max(1, len(full) - n_pending)):
+            m = full[:n]
+            norms = np.linalg.norm(m, axis=1) * float(np.linalg.norm(q))
+            want = (m @ q).astype(np.float64) / np.where(norms > 0, norms, 1.0)
+            assert np.array_equal(r._cosine(q, n), want)
+    assert len(r._norms) == len(r._matrix) == len(full)
+
+
 # --- Qdrant with a validity payload filter ---------------------------------------------------
 
 

@@ -169,53 +169,88 @@ def _ledger(texts: list[str]) -> ChunkLedger:
     return led
 
 
-def test_bm25_indexes_are_shared_between_equal_ledgers() -> None:
-    texts = ["passwords rotate every ninety days", "the cafeteria opens at eight",
-             "remote work two days a week", "passwords must be long"]
-    a = bm25.BM25Index(_ledger(texts), 1.5, 0.75)
-    b = bm25.BM25Index(_ledger(list(texts)), 1.5, 0.75)
-    other = bm25.BM25Index(_ledger(texts), 1.2, 0.75)
-    for n in (2, 4):
-        sa, sb = a.scores("how long are passwords", n), b.scores("how long are passwords", n)
-        assert np.array_equal(sa, sb) and a._bm25 is b._bm25
-    other.scores("how long are passwords", 4)
-    assert other._bm25 is not a._bm25
-
-
 def test_bm25_prefix_tokens_equal_bm25s_tokenize_of_the_prefix() -> None:
     """Each text tokenized once, yet every prefix gets the ids and vocabulary that
-    ``bm25s.tokenize`` gives it (first appearance order), so the indexes score the same."""
+    ``bm25s.tokenize`` gives it (first appearance order)."""
     import bm25s
 
-    texts = ["Passwords rotate every ninety days.", "", "The cafeteria opens at eight; the "
-             "cafeteria closes at six.", "and the of", "Remote work: two days a week",
-             "passwords MUST be long, passwords must be new", "x y z", "eight days"]
     tokens = bm25._PrefixTokens()
-    for n in range(1, len(texts) + 1):
-        tokens.extend(texts[:n])
-        want = bm25s.tokenize(texts[:n], stopwords="en", show_progress=False)
+    for n in range(1, len(_BM25_TEXTS) + 1):
+        tokens.extend(_BM25_TEXTS[:n])
+        want = bm25s.tokenize(_BM25_TEXTS[:n], stopwords="en", show_progress=False)
         got = tokens.prefix(n)
         assert got.ids == want.ids and list(got.vocab.items()) == list(want.vocab.items())
-    tokens.extend(texts)  # nothing new
-    assert len(tokens.ids) == len(texts)
-    index = bm25.BM25Index(_ledger([]), 1.5, 0.75)
-    for n in (1, 3, 6, 8):
-        index.ledger.texts[:] = texts[:n]
-        fresh = bm25s.BM25(k1=1.5, b=0.75)
-        fresh.index(bm25s.tokenize(texts[:n], stopwords="en", show_progress=False),
-                    show_progress=False)
-        q = [w for w in ("passwords", "cafeteria", "days") if w in fresh.vocab_dict]
-        bm25._BUILT.clear()  # built here, not found in the shared cache
-        got = index.scores("passwords cafeteria days", n)
-        assert np.array_equal(got, np.asarray(fresh.get_scores(q), dtype=np.float64))
+        assert tokens.vocab_size(n) == len(want.vocab)
+    assert tokens.extend(_BM25_TEXTS) == []  # nothing new
+    assert len(tokens.ids) == len(_BM25_TEXTS)
 
 
-def test_bm25_shared_indexes_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bm25, "_BUILT_MAX_ROWS", 5)
-    monkeypatch.setattr(bm25, "_BUILT", type(bm25._BUILT)())
-    for i in range(6):
-        bm25._build((f"text {i}", f"more {i}"), 1.5, 0.75)
-    assert sum(len(k[2]) for k in bm25._BUILT) <= 5
+_BM25_TEXTS = ["Passwords rotate every ninety days.", "", "The cafeteria opens at eight; the "
+               "cafeteria closes at six.", "and the of", "Remote work: two days a week",
+               "passwords MUST be long, passwords must be new", "x y z", "eight days",
+               "days days days of remote passwords", "Cafeteria", "ninety-two new passwords"]
+
+
+def _bm25s_scores(texts: list[str], query: str, k1: float, b: float) -> np.ndarray:
+    """What bm25s's own index of ``texts`` scores ``query`` (the reference)."""
+    import bm25s
+
+    fresh = bm25s.BM25(k1=k1, b=b)
+    fresh.index(bm25s.tokenize(texts, stopwords="en", show_progress=False),
+                show_progress=False)
+    q = [w for w in bm25s.tokenize([query], stopwords="en", return_ids=False,
+                                   show_progress=False)[0] if w in fresh.vocab_dict]
+    return np.asarray(fresh.get_scores(q), dtype=np.float64) if q else np.zeros(len(texts))
+
+
+@pytest.mark.parametrize(("k1", "b"), [(1.5, 0.75), (1.2, 0.3), (0.0, 1.0), (2.0, 0.0)])
+def test_bm25_scores_equal_bm25s_index_of_every_prefix_bit_for_bit(k1: float, b: float
+                                                                    ) -> None:
+    """The postings give, for every prefix of a growing ledger and queries with repeated,
+    unknown and not-yet-seen words, exactly the float scores of bm25s's index of that
+    prefix, including prefixes asked out of order (time travel) and after growth."""
+    queries = ["passwords cafeteria days", "days days passwords", "unknown words only",
+               "remote work", "new passwords ninety", "cafeteria", "the of and"]
+    led = _ledger([])
+    index = bm25.BM25Index(led, k1, b)
+    checked = 0
+    for grow in range(1, len(_BM25_TEXTS) + 1):
+        led.texts[:] = _BM25_TEXTS[:grow]
+        for n in (grow, 1, max(1, grow // 2), grow):  # the newest prefix, then older ones
+            for query in queries:
+                got = index.scores(query, n)
+                want = _bm25s_scores(_BM25_TEXTS[:n], query, k1, b)
+                assert got.dtype == np.float64 and got.shape == (n,)
+                assert np.array_equal(got, want), (n, query)
+                checked += int(want.any())
+    assert checked > 50  # (most comparisons are of nonzero scores)
+    assert index.scores("passwords", 0).shape == (0,)
+
+
+def test_bm25_scores_equal_bm25s_on_real_policy_paragraphs() -> None:
+    """Longer texts (the committed site-policy corpus's first paragraphs: lengths and
+    frequencies as the real corpus has them) at several prefixes."""
+    import gzip
+    import json
+
+    path = ROOT / "datasets" / "site_policy" / "versions.jsonl.gz"
+    paragraphs: list[str] = []
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            paragraphs += [p for p in json.loads(line)["text"].split("\n\n") if p.strip()]
+            if len(paragraphs) >= 300:
+                break
+    led = _ledger([])
+    index = bm25.BM25Index(led, 1.5, 0.75)
+    queries = [" ".join(paragraphs[i].split()[:12]) for i in (5, 100, 250)]
+    matched = 0
+    for n in (40, 300, 120):
+        led.texts[:] = paragraphs[:max(n, len(led.texts))]
+        for query in queries:
+            want = _bm25s_scores(paragraphs[:n], query, 1.5, 0.75)
+            assert np.array_equal(index.scores(query, n), want), (n, query)
+            matched += int(np.count_nonzero(want))
+    assert matched > 100
 
 
 def test_tracker_batches_params_and_metrics(tmp_path: Path) -> None:

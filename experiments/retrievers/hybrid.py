@@ -56,6 +56,7 @@ class HybridRRFRetriever(Retriever):
         self.bm25 = BM25Index(self.ledger, params.k1, params.b)
         self._vectors: list[np.ndarray] = []
         self._matrix = np.empty((0, ctx.embedder.dim), dtype=np.float32)
+        self._norms = np.empty(0, dtype=np.float32)  # of the matrix's rows
 
     def ingest(self, version: DocVersion) -> int:
         new, _ = self.ledger.add(version)
@@ -69,11 +70,13 @@ class HybridRRFRetriever(Retriever):
         return len(self.ledger)
 
     def _cosine(self, vector: np.ndarray, n: int) -> np.ndarray:
-        if self._vectors:
+        if self._vectors:  # (each row's norm once: a row's norm does not depend on others)
+            self._norms = np.concatenate(
+                [self._norms, *(np.linalg.norm(v, axis=1) for v in self._vectors)])
             self._matrix = np.concatenate([self._matrix, *self._vectors])
             self._vectors = []
         m = self._matrix[:n]
-        norms = np.linalg.norm(m, axis=1) * float(np.linalg.norm(vector))
+        norms = self._norms[:n] * float(np.linalg.norm(vector))
         return (m @ vector).astype(np.float64) / np.where(norms > 0, norms, 1.0)
 
     def search(self, query: QueryInput, at: float, k: int, gold: Query | None = None
