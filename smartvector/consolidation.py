@@ -22,6 +22,7 @@ penalised and reported in bulk, exactly as one pair after another in row order w
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Sequence
 from functools import lru_cache
@@ -391,11 +392,12 @@ def _rows_in(n: int, *rows: np.ndarray) -> np.ndarray:
     return np.flatnonzero(mark)
 
 
-def _doc_codes(doc_of: list[str]) -> np.ndarray:
-    """Each row's document as an integer (equal for rows of one document): its first row."""
-    first: dict[str, int] = {}
-    return np.fromiter(map(first.setdefault, doc_of, range(len(doc_of))), np.int64,
-                       len(doc_of))
+def _other_document(doc_of: list[str], a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Whether rows ``a[i]`` and ``b[i]`` belong to different documents (only the pairs'
+    rows are read: a pass has few candidate pairs and the store many rows)."""
+    get = doc_of.__getitem__
+    return np.fromiter(map(operator.ne, map(get, a.tolist()), map(get, b.tolist())), bool,
+                       len(a))
 
 
 def _at_least(x: np.ndarray, threshold: float) -> np.ndarray:
@@ -474,8 +476,7 @@ def _contradictions(store: Consolidatable, t: float, new_live: np.ndarray, vecto
                         for q in stated], dtype=np.int64)
     code = code_of[claims_of]
     qa, qb = code[a], code[b]
-    doc = _doc_codes(store.doc_of)
-    other = doc[a] != doc[b]  # another document
+    other = _other_document(store.doc_of, a, b)
     differ = other & (qa >= 0) & (qb >= 0) & (qa != qb)
     several = np.flatnonzero(other & (((qa == -2) & (qb != -1)) | ((qb == -2) & (qa != -1))))
     differ[several] = [stated[i].isdisjoint(stated[j]) for i, j in zip(
