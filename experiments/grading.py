@@ -38,6 +38,7 @@ def _answer_pattern(answer: str) -> re.Pattern[str] | None:
     return re.compile(before + re.escape(answer) + after)
 
 
+@lru_cache(maxsize=1 << 16)
 def contains_answer(text: str, answer: str) -> bool:
     """Whether ``text`` states ``answer``: case-insensitive, whitespace-normalised, bounded.
 
@@ -47,7 +48,8 @@ def contains_answer(text: str, answer: str) -> bool:
     (after) also must not be a ``.``/``,`` that is itself preceded (followed) by a digit. So
     "4 MB" is not in "14 MB", "30 days" not in "130 days", "5" not in "5.5", "2.5" or "1,5",
     but "90 days" is in "every 90 days.", "(90 days)", "90 days," and "5" in "was 5.".
-    An answer that normalises to nothing matches nothing.
+    An answer that normalises to nothing matches nothing. Remembered per (text, answer):
+    a run's methods grade mostly the same chunks against the same answers.
     """
     pattern = _answer_pattern(normalise(answer))
     return pattern is not None and pattern.search(normalise(text)) is not None
