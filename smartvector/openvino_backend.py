@@ -4,9 +4,10 @@ The model's transformer and its mean pooling are converted once from the local w
 (torch + transformers, no hub) to an OpenVINO IR in ``<export_root>/<identity>/``, written
 to a temporary directory and renamed into place, so concurrent processes never see half a
 model. Later runs load the IR without importing torch. Tokenization uses the model's own
-``tokenizer.json`` (the ``tokenizers`` library); texts are sorted by token count and batched
-to minimise padding, and batches run on parallel single-threaded streams. Rows come back
-L2-normalised.
+``tokenizer.json`` (the ``tokenizers`` library); texts are batched only with texts of the same
+token count, so nothing is padded and a text's vector does not depend on the texts embedded
+with it (see :func:`length_batches`); batches run on parallel single-threaded streams. Rows
+come back L2-normalised.
 
 ``precision`` ``"f32"`` matches torch to ~1e-7 in cosine; ``"bf16"`` is 2-3x faster again
 where the CPU has native bf16 (Intel AMX) but moves cosines by up to ~3e-3, enough to swap
@@ -295,8 +296,9 @@ class Runner:
     Compiled for throughput: OpenVINO splits the ``threads`` cores into streams (two
     single-threaded ones on 2 cores), each inferring its own batch, which beats one batch
     split over all cores for a model this small (~2.6x torch instead of ~2.1x, measured). A
-    batch's result does not depend on the stream that runs it. Thread-safe (one call at a
-    time).
+    row's result depends on neither the stream that runs it nor the other rows of its batch
+    (batches are never padded): a text embedded alone or among others gets the same bits.
+    Thread-safe (one call at a time).
     """
 
     def __init__(self, model_dir: Path, ir_dir: Path, precision: str, threads: int) -> None:
@@ -343,7 +345,7 @@ class Runner:
         batch_size: int,
         on_batch: Callable[[int], None] | None = None,
     ) -> np.ndarray:
-        """Token id lists -> L2-normalised float32 rows, in batches of similar length."""
+        """Token id lists -> L2-normalised float32 rows, in unpadded batches of equal length."""
         pooled = np.empty((len(ids), self.config.hidden), dtype=np.float32)
 
         def done(request: Any, rows: np.ndarray) -> None:
@@ -362,9 +364,25 @@ class Runner:
 
 
 def length_batches(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]:
-    """Indices grouped into batches of similar length (longest first), to minimise padding."""
-    order = np.argsort(-np.asarray(lengths, dtype=np.int64), kind="stable")
-    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    """Indices in batches of at most ``batch_size`` of *equal* length (longest first, then in
+    input order), so that no row is padded.
+
+    Padding changes a row's last bits (OpenVINO's kernels sum over the padded width), while at
+    a fixed width neither the batch's size nor its other rows do (measured on all-MiniLM-L6-v2,
+    f32: 0 of 1,156 rows differ from the row embedded alone; padded to the longest row of a
+    batch of 8, 59 of 400 paragraphs do, by up to 1.6e-7). Batching by equal length makes a
+    text's vector a function of the text alone, whatever else the same call embeds, so cold
+    runs that share an embedding cache stay bit-for-bit reproducible. It costs nothing
+    measurable in throughput: a corpus has at most ``max_len`` distinct lengths, so at most
+    that many part-filled batches.
+    """
+    n = np.asarray(lengths, dtype=np.int64)
+    order = np.argsort(-n, kind="stable")
+    starts = np.flatnonzero(n[order][1:] != n[order][:-1]) + 1
+    out: list[np.ndarray] = []
+    for group in np.split(order, starts):
+        out.extend(group[i : i + batch_size] for i in range(0, len(group), batch_size))
+    return out
 
 
 def progress(total: int, desc: str, threshold: int = 256) -> Any:

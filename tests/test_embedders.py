@@ -315,7 +315,7 @@ def test_minilm_is_lazy() -> None:
         "make_embedder; check_available(); check_available('torch'); "
         "e = make_embedder('minilm'); t = make_embedder('minilm', backend='torch'); "
         "assert e.dim == t.dim == 384, (e.dim, t.dim); "
-        "assert e.name == 'all-MiniLM-L6-v2+openvino-f32', e.name; "
+        "assert e.name == 'all-MiniLM-L6-v2+openvino-f32-unpadded', e.name; "
         "assert t.name == 'all-MiniLM-L6-v2', t.name; "
         "assert e.encode([]).shape == t.encode([]).shape == (0, 384); "
         "bad = [m for m in ('torch', 'sentence_transformers', 'openvino', 'transformers') "
@@ -372,7 +372,7 @@ def test_make_embedder(tmp_path, monkeypatch) -> None:
     assert make_embedder("minilm").batch_size == 8
     cached = make_embedder("minilm", cache_path=str(tmp_path / "c.sqlite"))
     assert isinstance(cached, CachedEmbedder)
-    assert (cached.name, cached.dim) == ("all-MiniLM-L6-v2+openvino-f32", 384)
+    assert (cached.name, cached.dim) == ("all-MiniLM-L6-v2+openvino-f32-unpadded", 384)
     assert cached.inner._model is None  # name and dim did not load the model
     # the export is the user's (one conversion for every project), not the cache's
     assert cached.inner.export_dir is None
@@ -402,13 +402,14 @@ def test_backends_have_separate_cache_identities(tmp_path) -> None:
     names = {torch_.name, f32.name, bf16.name}
     assert names == {
         "all-MiniLM-L6-v2",
-        "all-MiniLM-L6-v2+openvino-f32",
-        "all-MiniLM-L6-v2+openvino-bf16",
+        "all-MiniLM-L6-v2+openvino-f32-unpadded",
+        "all-MiniLM-L6-v2+openvino-bf16-unpadded",
     }
     assert MiniLMEmbedder(precision="auto").name in names
     st_torch = SentenceTransformerEmbedder(_gt_dir())
     st_ov = SentenceTransformerEmbedder(_gt_dir(), backend="openvino")
-    assert st_torch.name.startswith("st:model@") and st_ov.name == st_torch.name + "+openvino-f32"
+    assert st_torch.name.startswith("st:model@")
+    assert st_ov.name == st_torch.name + "+openvino-f32-unpadded"
     assert st_torch.name not in names
     # a cache filled through one backend serves nothing to the other
     path = tmp_path / "c.sqlite"
@@ -478,6 +479,14 @@ def test_st_path_errors_name_the_path(tmp_path) -> None:
                                     export_dir=tmp_path / "x").encode(["text"])
 
 
+def test_length_batches_group_equal_lengths_only() -> None:
+    batches = openvino_backend.length_batches([3, 5, 3, 5, 5, 1, 3], 2)
+    assert [b.tolist() for b in batches] == [[1, 3], [4], [0, 2], [6], [5]]
+    assert openvino_backend.length_batches([], 8) == []
+    one = openvino_backend.length_batches([7] * 5, 8)
+    assert [b.tolist() for b in one] == [[0, 1, 2, 3, 4]]
+
+
 # --- real model: backends agree -------------------------------------------------------
 
 REAL = [
@@ -522,7 +531,7 @@ def test_openvino_matches_torch(export_dir, torch_vectors, monkeypatch) -> None:
     assert np.isfinite(ref).all() and np.linalg.norm(ref, axis=1).min() > 0.999  # "" and "---"
     f32 = MiniLMEmbedder(export_dir=export_dir)
     x = f32.encode(REAL)
-    assert f32.name == "all-MiniLM-L6-v2+openvino-f32"
+    assert f32.name == "all-MiniLM-L6-v2+openvino-f32-unpadded"
     np.testing.assert_allclose(np.linalg.norm(x, axis=1), 1.0, atol=1e-5)
     assert np.sum(x * ref, axis=1).min() > 0.9999
     # the export is reused: a second embedder (another process, say) converts nothing
@@ -543,3 +552,22 @@ def test_st_path_loads_a_local_model(tmp_path, export_dir, torch_vectors) -> Non
     assert np.sum(x * torch_vectors, axis=1).min() > 0.99999  # the same model as MiniLM
     ov = SentenceTransformerEmbedder(_gt_dir(), backend="openvino", export_dir=export_dir)
     assert np.sum(ov.encode(REAL) * torch_vectors, axis=1).min() > 0.9999
+
+
+def _varied_texts(n: int) -> list[str]:
+    clauses = ["Customer data is retained for 30 days.", "Passwords rotate every 90 days.",
+               "Support replies within one business day.", "Logs are kept on encrypted disks."]
+    return [f"Section {i}. " + " ".join(clauses[(i + k) % 4] for k in range(i % 6 + 1))
+            for i in range(n)]
+
+
+@pytest.mark.model
+def test_openvino_vector_does_not_depend_on_its_batch(export_dir) -> None:
+    texts = _varied_texts(40) + REAL
+    e = MiniLMEmbedder(export_dir=export_dir)
+    alone = np.stack([e.encode([t])[0] for t in texts])
+    assert e.encode(texts).tobytes() == alone.tobytes()
+    assert e.encode(texts[::-1])[::-1].tobytes() == alone.tobytes()
+    small = MiniLMEmbedder(export_dir=export_dir, batch_size=3)
+    assert small.encode(texts[5:25]).tobytes() == alone[5:25].tobytes()
+

@@ -334,13 +334,13 @@ def _tiered_and_single(ctx):
     return fast, slow
 
 
-def test_qdrant_time_travel_differs_from_one_collection_only_among_equal_texts(
+def test_qdrant_time_travel_differs_from_one_collection_only_among_tied_chunks(
         tmp_path: Path) -> None:
     """Asked "as of" past times after the whole corpus, a query also searches the archive.
     Its points were copied there (normalised once more, then no longer at each search), so
-    their scores may differ from one collection's in the last bit (float32), and a group of
-    chunks with one text (boilerplate repeated across documents) larger than the tie margin
-    is cut differently: only such chunks trade places."""
+    their scores may differ from one collection's in the last bit (float32), and chunks tied
+    to within that (one text repeated across documents, or two texts the hashing embedder
+    scores alike) may be ordered or cut differently: only such chunks trade places."""
     pytest.importorskip("qdrant_client", reason="qdrant_filter needs qdrant-client")
     cfg, settings, ds, ctx, qvecs = _setup(tmp_path, "dataset.contradiction_rate=0.5",
                                            "dataset.supersession=documents",
@@ -351,7 +351,12 @@ def test_qdrant_time_travel_differs_from_one_collection_only_among_equal_texts(
             for r in (fast, slow))
     assert list(a.query_id) == list(b.query_id) and list(a["rank"]) == list(b["rank"])
     assert (a.score - b.score).abs().max() < 1e-7
-    text = dict(zip(fast.ledger.ids, fast.ledger.texts, strict=True))
     differ = a.vector_id != b.vector_id
-    assert all(text[x] == text[y] for x, y in zip(a.vector_id[differ], b.vector_id[differ],
-                                                    strict=True))
+    assert 0 < differ.sum() < 0.05 * len(a)  # a few ties, not another ranking
+    for i in a.index[differ]:
+        theirs = b[b.query_id == a.query_id[i]]
+        mine = theirs[theirs.vector_id == a.vector_id[i]]
+        # the chunk is elsewhere in the other list at its own score, or missing from it
+        # because a group of chunks tied with it reaches past the last rank
+        other = mine.score.iloc[0] if len(mine) else theirs.score.iloc[-1]
+        assert abs(a.score[i] - other) < 1e-7, (a.query_id[i], a.vector_id[i])
