@@ -476,7 +476,7 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
 
     Named ``all-MiniLM-L6-v2`` on the torch backend (the reference) and
     ``all-MiniLM-L6-v2+openvino-<f32|bf16>-pad8`` on the openvino backend, the default: in f32
-    ~2.5x torch's throughput on real policy paragraphs (2 cores) with every vector within
+    2.0-2.4x torch's throughput on real policy paragraphs (2 cores) with every vector within
     cosine 0.9999999 of torch's, so rankings do not change; ``precision="bf16"`` (or
     ``"auto"``, bf16 where native) is ~6x but moves cosines by up to ~4e-3, enough to swap
     near-tied neighbours. Everything else is as in :class:`SentenceTransformerEmbedder`;
