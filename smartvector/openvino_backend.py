@@ -298,8 +298,7 @@ class Runner:
     split over all cores for a model this small (~2.6x torch instead of ~2.1x, measured). A
     row's result depends on neither the stream that runs it nor the other rows of its batch
     (its padding depends on its own length only): a text embedded alone or among others gets
-    the same bits.
-    Thread-safe (one call at a time).
+    the same bits. Thread-safe (one call at a time).
     """
 
     def __init__(self, model_dir: Path, ir_dir: Path, precision: str, threads: int) -> None:
@@ -370,7 +369,8 @@ PAD_MULTIPLE = 8
 
 
 def padded_width(n_tokens: int, max_len: int) -> int:
-    """The width a text of ``n_tokens`` tokens is padded to: a function of its length only."""
+    """The width a text of ``n_tokens`` tokens is padded to, a function of its length only:
+    the next multiple of :data:`PAD_MULTIPLE`, but not past ``max_len`` (nor below the text)."""
     return min(-(-n_tokens // PAD_MULTIPLE) * PAD_MULTIPLE, max(max_len, n_tokens))
 
 
@@ -382,12 +382,12 @@ def length_batches(lengths: Sequence[int], batch_size: int, max_len: int) -> lis
     a fixed width neither the batch's size nor its other rows do (measured on all-MiniLM-L6-v2,
     1,500 real paragraphs: embedded in one call, in batches of 3 in reverse order, or in two
     calls, 0 differ from the paragraph embedded alone; padded instead to the longest row of a
-    batch of 8, as before, 59 of 400 did, by up to 1.6e-7). A
-    width fixed by the text's own length makes its vector a function of the text alone,
-    whatever else the same call embeds, so cold runs that share an embedding cache stay
-    bit-for-bit reproducible. Throughput on real paragraphs is that of padding to the
-    batch's longest row (143 vs 142 texts a second, 300-text calls, 2 cores); no padding at
-    all (equal lengths only) costs ~10% there, in part-filled batches.
+    batch of 8, as before, 59 of 400 did, by up to 1.6e-7). A width fixed by the text's own
+    length makes its vector a function of the text alone, whatever else the same call embeds,
+    so cold runs that share an embedding cache stay bit-for-bit reproducible. Throughput on
+    real paragraphs is that of padding to the batch's longest row (143 vs 142 texts a second,
+    300-text calls, 2 cores); no padding at all (equal lengths only) costs ~10% there, in
+    part-filled batches.
     """
     width = np.asarray([padded_width(int(n), max_len) for n in lengths], dtype=np.int64)
     order = np.argsort(-width, kind="stable")

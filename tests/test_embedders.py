@@ -576,4 +576,3 @@ def test_openvino_vector_does_not_depend_on_its_batch(export_dir) -> None:
     assert e.encode(texts[::-1])[::-1].tobytes() == alone.tobytes()
     small = MiniLMEmbedder(export_dir=export_dir, batch_size=3)
     assert small.encode(texts[5:25]).tobytes() == alone[5:25].tobytes()
-
