@@ -12,7 +12,9 @@ threshold, the effect of the authority-age correlation, and a weight grid tuned 
 development half of seed 0's queries and reported on the held-out test half of five seeds.
 Configurations already finished in the store are skipped, so an interrupted reproduction
 resumes where it stopped; a study whose configurations are all finished is not started at
-all (:func:`first_pending`; ``--force-sweeps`` starts it anyway).
+all (:func:`first_pending`; ``--force-sweeps`` starts it anyway). The studies of several
+jobs run as one sweep on one set of workers (:func:`studies_command`), the real corpora as
+single runs, then the re-embedding study and the held-out weights.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import resource
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from smartvector import ScoringWeights
@@ -33,6 +36,9 @@ CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 SWEEPS = ("table1", "table1_dev", "regime_map", "robustness", "time_travel", "feedback",
           "sensitivity", "authority", "weights_dev", "real_site_policy", "real_peps")
 REEMBED_LENGTHS = "5,10,20,50,100,200,500"
+#: the timings' name of the one sweep that runs every study of several jobs (all but the
+#: real corpora's single runs, the re-embedding study and the held-out weights)
+SWEPT = "sweeps"
 
 
 def _cpu_s() -> float:
@@ -114,14 +120,37 @@ def _all_finished(study: str, overrides: list[str]) -> bool:
 
 
 def _study_command(study: str, base: list[str], common: list[str]) -> list[str]:
-    """The command that runs a study: a sweep (``-m``, with ``common``'s launcher), or, for a
-    study of one configuration (the real corpora), a single run with ``base``'s overrides: a
-    single run replays its methods side by side on every core and embeds in a process of its
-    own, where a one-job sweep would replay them one at a time in one process. The results
-    are the same either way (the output directory is ``outputs/`` instead of ``multirun/``)."""
-    if len(sweep_jobs(study, base)) == 1:
+    """The command that runs a study on its own: a sweep (``-m``, with ``common``'s launcher),
+    or, for a study of one configuration (the real corpora), a single run with ``base``'s
+    overrides: a single run replays its methods side by side on every core and embeds in a
+    process of its own, where a one-job sweep would replay them one at a time in one process.
+    The results are the same either way (the output directory is ``outputs/`` instead of
+    ``multirun/``)."""
+    if is_single_run(study, base):
         return ["-m", "experiments.run", f"+experiment={study}", *base]
     return ["-m", "experiments.run", "-m", f"+experiment={study}", *common]
+
+
+def is_single_run(study: str, base: list[str]) -> bool:
+    """Whether the study is one configuration (run as a single run, not a sweep)."""
+    return len(sweep_jobs(study, base)) == 1
+
+
+def _quoted(entry: str) -> str:
+    return "'" + entry.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def studies_command(studies: list[str], common: list[str]) -> list[str]:
+    """One sweep of several studies' jobs (``hydra/sweeper=studies``): each entry is a study
+    name, optionally followed by overrides of its own. The jobs are the studies' own sweeps'
+    (same configurations, same directories ``multirun/<study>/<time>``), launched together
+    on one set of workers: one process and one start of the workers instead of one per study,
+    and no core left idle at the end of each study. The sweep's own record
+    (``multirun.yaml``) goes to ``multirun/paper/<time>``."""
+    launcher = [o for o in common if not o.startswith("hydra/sweeper=")]
+    return ["-m", "experiments.run", "-m", "hydra/sweeper=studies",
+            f"hydra.sweeper.studies=[{','.join(_quoted(s) for s in studies)}]",
+            "hydra.sweep.dir=multirun/paper/${now:%Y-%m-%d_%H-%M-%S}", *launcher]
 
 
 def best_dev_weights(tracking_uri: str) -> dict[str, float]:
@@ -168,40 +197,53 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")
     base = [f"embedder={args.embedder}", f"mlflow.tracking_uri={args.tracking_uri}"]
-    # the studies' configurations are composed by the tests: each sweep composes only its
-    # first job before launching (hydra_plugins/smartvector_sweeper), not all of them
-    common = [*base, "hydra/sweeper=check_first"]
     launcher = (["hydra/launcher=joblib", f"hydra.launcher.n_jobs={args.jobs}"]
                 if args.jobs > 1 else [])  # each worker loads the model once, for its jobs
-    common += launcher
+    # the studies' configurations are composed by the tests: each sweep composes only its
+    # studies' first jobs before launching (hydra_plugins/smartvector_sweeper)
+    common = [*base, "hydra/sweeper=check_first", *launcher]
     wanted = set(args.only) if args.only else set(SWEEPS) | {"reembed_length", "weights_test"}
     timings: dict[str, float] = {}
-    cpu: dict[str, float] = {}  # each study's CPU seconds (this process's and its children's)
+    cpu: dict[str, float] = {}  # CPU seconds of each step (this process's and its children's)
     t0, cpu0 = time.perf_counter(), _cpu_s()
-    for name in SWEEPS:
-        if name in wanted:
-            t1, c1 = time.perf_counter(), _cpu_s()
+
+    def step(name: str, run: Callable[[], object]) -> None:
+        t1, c1 = time.perf_counter(), _cpu_s()
+        run()
+        timings[name] = time.perf_counter() - t1
+        cpu[name] = _cpu_s() - c1
+
+    studies = [n for n in SWEEPS if n in wanted]
+    singles = [n for n in studies if is_single_run(n, base)]
+    swept = [n for n in studies if n not in singles]
+    if swept:  # the synthetic studies: one sweep of every study with a job left to run
+        def sweep() -> None:
+            pending = [n for n in swept if args.force_sweeps or not _all_finished(n, common)]
+            if pending:
+                _run(studies_command(pending, common))
+        step(SWEPT, sweep)
+    for name in singles:
+        def single(name: str = name) -> None:
             if args.force_sweeps or not _all_finished(name, common):
                 _run(_study_command(name, base, common))
-            timings[name] = time.perf_counter() - t1
-            cpu[name] = _cpu_s() - c1
+        step(name, single)
     if "reembed_length" in wanted:
-        c1 = _cpu_s()
-        timings["reembed_length"] = _run([
+        step("reembed_length", lambda: _run([
             "-m", "experiments.reembed_study", "-m", f"n_paragraphs={REEMBED_LENGTHS}",
-            "seed=0,1,2,3,4", f"mlflow.tracking_uri={args.tracking_uri}", *launcher])
-        cpu["reembed_length"] = _cpu_s() - c1
+            "seed=0,1,2,3,4", f"mlflow.tracking_uri={args.tracking_uri}", *launcher]))
     if "weights_test" in wanted:
         uri = resolve_tracking_uri(args.tracking_uri, Path.cwd())
         tuned = best_dev_weights(uri)
         print(f"weights chosen on the development split: {tuned}")
-        t1, c1 = time.perf_counter(), _cpu_s()
-        for extra in ([], [f"store.weights.{k}={v}" for k, v in tuned.items()]):
-            if args.force_sweeps or not _all_finished("weights_test", [*common, *extra]):
-                _run(["-m", "experiments.run", "-m", "+experiment=weights_test", *common,
-                      *extra])
-        timings["weights_test"] = time.perf_counter() - t1
-        cpu["weights_test"] = _cpu_s() - c1
+
+        def weights_test() -> None:
+            entries = [" ".join(["weights_test", *extra]) for extra in
+                       ([], [f"store.weights.{k}={v}" for k, v in tuned.items()])]
+            pending = [e for e in entries if args.force_sweeps
+                       or not _all_finished("weights_test", [*common, *e.split()[1:]])]
+            if pending:
+                _run(studies_command(pending, common))
+        step("weights_test", weights_test)
     timings["total"] = time.perf_counter() - t0
     cpu["total"] = _cpu_s() - cpu0
     print(json.dumps({**{k: round(v, 1) for k, v in timings.items()},

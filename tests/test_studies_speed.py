@@ -166,6 +166,76 @@ def test_check_first_sweeper_composes_only_the_first_job_up_front(tmp_path: Path
     assert sorted(p.name for p in (tmp_path / "study").iterdir() if p.is_dir()) == ["0", "1"]
 
 
+def test_studies_sweeper_runs_each_studys_own_jobs_in_one_launch(tmp_path: Path) -> None:
+    """``hydra/sweeper=studies`` (the paper's synthetic studies in one sweep) runs exactly
+    the jobs of each study's own sweep, with the same configurations and results, in the
+    study's own directory numbered from 0 (a study listed twice continues its numbering);
+    the sweep's own record goes to ``hydra.sweep.dir``."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    args = [*FAST, "mlflow.enabled=false", "seed=100,101"]
+
+    def run(first: list[str], last: list[str]) -> None:
+        done = subprocess.run([sys.executable, "-m", "experiments.run", "-m", *first, *args,
+                               *last], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=600, check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    run(["hydra/sweeper=studies", "hydra.sweep.dir=record",
+         "hydra.sweeper.studies=[table1_dev,'weights_test methods=[plain_cosine]',"
+         "weights_test]"], [])
+    run(["+experiment=table1_dev"], ["hydra.sweep.dir=own/table1_dev"])
+    run(["+experiment=weights_test"], ["methods=[plain_cosine]", "hydra.sweep.dir=own/wt"])
+    assert "studies.StudiesSweeper" in (tmp_path / "record" / "multirun.yaml").read_text()
+    assert not [p for p in (tmp_path / "record").iterdir() if p.is_dir()]
+
+    def jobs(study: str) -> dict[str, Path]:
+        (sweep_dir,) = (tmp_path / "multirun" / study).iterdir()
+        assert (sweep_dir / "multirun.yaml").is_file()
+        return {p.name: p for p in sweep_dir.iterdir() if p.is_dir()}
+
+    dev, test = jobs("paper_table1_dev"), jobs("paper_weights_test")
+    assert sorted(dev) == ["0", "1"] and sorted(test) == ["0", "1", "2", "3"]
+    pairs = [(dev[n], tmp_path / "own" / "table1_dev" / n) for n in ("0", "1")]
+    pairs += [(test[n], tmp_path / "own" / "wt" / n) for n in ("0", "1")]
+    for mine, own in pairs:
+        for name in (".hydra/config.yaml", ".hydra/overrides.yaml", "predictions.csv"):
+            assert (mine / name).read_text() == (own / name).read_text(), (mine, name)
+    assert "methods=[plain_cosine]" not in (test["2"] / ".hydra/overrides.yaml").read_text()
+
+
+def test_a_study_entry_must_start_with_its_name() -> None:
+    from hydra_plugins.smartvector_sweeper.studies import parse_study
+
+    assert parse_study("weights_test  seed=1 x=2") == ("weights_test", ["seed=1", "x=2"])
+    for bad in ("", "  ", "seed=1", "+experiment=table1"):
+        with pytest.raises(ValueError, match="does not start with a study name"):
+            parse_study(bad)
+
+
+def test_the_paper_sweeps_its_synthetic_studies_at_once(monkeypatch) -> None:
+    """``experiments.paper`` runs every study of several jobs in one ``studies`` sweep, in
+    its order, then the real corpora as single runs, and the held-out weights (default and
+    tuned) in a second sweep."""
+    commands: list[list[str]] = []
+    monkeypatch.setattr(paper, "_run", lambda args: commands.append(args) or 0.0)
+    monkeypatch.setattr(paper, "_all_finished", lambda study, overrides: False)
+    monkeypatch.setattr(paper, "best_dev_weights", lambda uri: {"semantic": 1.0})
+    assert paper.main(["--embedder", "hashing", "--only", "table1", "real_peps", "regime_map",
+                       "weights_test"]) == 0
+    sweep, peps, weights = commands
+    assert sweep[:4] == ["-m", "experiments.run", "-m", "hydra/sweeper=studies"]
+    assert "hydra.sweeper.studies=['table1','regime_map']" in sweep
+    assert {"hydra/launcher=joblib", "hydra.launcher.n_jobs=2"} <= set(sweep)
+    assert not any(o.startswith("hydra/sweeper=check_first") for o in sweep)
+    assert peps[:3] == ["-m", "experiments.run", "+experiment=real_peps"]
+    assert ("hydra.sweeper.studies=['weights_test','weights_test store.weights.semantic=1.0']"
+            in weights)
+
+
 def test_finished_configurations_one_search(tmp_path: Path) -> None:
     missing = f"sqlite:///{tmp_path}/none/mlflow.db"
     assert tracking.finished_configurations(missing, "x") == {}
