@@ -117,22 +117,12 @@ def _order(labels: np.ndarray, sims: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def _top_k(sims: np.ndarray, labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Top ``k`` columns of each row of ``sims`` (q, n), ties broken by smaller label."""
-    q, n = sims.shape
-    if k >= n:
-        cols = np.broadcast_to(np.arange(n), (q, n))
-    else:
-        cols = np.argpartition(-sims, k - 1, axis=1)[:, :k]
-    top_sims = np.take_along_axis(sims, cols, 1)
-    out_labels, out_sims = _order(labels[cols], top_sims)
-    if k < n:
-        # argpartition picks arbitrarily among values equal to the k-th: redo those rows
-        kth = out_sims[:, -1:]
-        for i in np.flatnonzero((sims >= kth).sum(axis=1) > k):
-            cand = np.flatnonzero(sims[i] >= kth[i, 0])
-            o = np.lexsort((labels[cand], -sims[i, cand]))[:k]
-            out_labels[i], out_sims[i] = labels[cand[o]], sims[i, cand[o]]
-    return out_labels, out_sims
+    """Top ``k`` columns of each row of ``sims`` (q, n), ties broken by smaller label
+    (compiled: :func:`smartvector.kernels.top_k`)."""
+    from . import kernels  # (numba: loaded with the first exact search, not with the index)
+
+    return kernels.top_k(np.ascontiguousarray(sims, dtype=np.float32),
+                         np.ascontiguousarray(labels, dtype=np.int64), k)
 
 
 class ExactIndex:

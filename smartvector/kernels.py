@@ -161,6 +161,60 @@ def _rank_order(score, rows):
 
 
 @njit(cache=True)
+def _worse(sa, la, sb, lb):
+    """Whether similarity ``sa`` of label ``la`` ranks below ``sb`` of ``lb`` (lower, or
+    equal with a larger label)."""
+    return sa < sb or (sa == sb and la > lb)
+
+
+@njit(cache=True)
+def top_k(sims, labels, k):
+    """The ``k`` best columns of each row of ``sims`` (q, n; float32), by similarity
+    descending then label ascending (distinct labels): their labels and similarities, (q, k)
+    each, ``k`` at most n. What a sort of the whole row by ``(-sim, label)`` keeps, in
+    O(n log k) a row (a heap of the k best so far), for an exact index's search.
+    """
+    q, n = sims.shape
+    k = min(k, n)
+    out_l = np.empty((q, k), np.int64)
+    out_s = np.empty((q, k), np.float32)
+    hs = np.empty(k, np.float32)  # a heap of the best k so far, the worst of them at 0
+    hl = np.empty(k, np.int64)
+    for r in range(q):
+        m = 0
+        for c in range(n):
+            s, lb = sims[r, c], labels[c]
+            if m < k:  # fill: sift the new one up past every parent it ranks below
+                i = m
+                m += 1
+                while i > 0:
+                    p = (i - 1) // 2
+                    if not _worse(s, lb, hs[p], hl[p]):
+                        break
+                    hs[i], hl[i] = hs[p], hl[p]
+                    i = p
+                hs[i], hl[i] = s, lb
+            elif _worse(hs[0], hl[0], s, lb):  # better than the worst kept: replace it
+                i = 0
+                while True:
+                    a = 2 * i + 1
+                    if a >= k:
+                        break
+                    if a + 1 < k and _worse(hs[a + 1], hl[a + 1], hs[a], hl[a]):
+                        a += 1
+                    if not _worse(hs[a], hl[a], s, lb):
+                        break
+                    hs[i], hl[i] = hs[a], hl[a]
+                    i = a
+                hs[i], hl[i] = s, lb
+        order = _rank_order(hs, hl)
+        for j in range(k):
+            out_l[r, j] = hl[order[j]]
+            out_s[r, j] = hs[order[j]]
+    return out_l, out_s
+
+
+@njit(cache=True)
 def _totals(rows, t, floats, ints, counts, head, log_values, log_links):
     """Positive, negative, accesses and penalty of each row as of ``t`` (one column per row):
     from ``counts`` when given, else from the columns, or for rows with events after ``t``

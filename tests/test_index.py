@@ -77,6 +77,26 @@ def test_exact_ties_broken_by_label() -> None:
     np.testing.assert_allclose(sims, [[1, 1, 1]])
 
 
+def test_exact_top_k_is_the_sort_by_similarity_then_label_with_many_ties() -> None:
+    """The compiled selection keeps exactly the first k of the whole row sorted by
+    (-similarity, label), for every k (past n too), on rows full of ties, scrambled labels,
+    one query or many."""
+    from smartvector.kernels import top_k
+
+    rng = np.random.default_rng(5)
+    for n in (1, 2, 7, 64, 300):
+        labels = rng.permutation(10 * n)[:n].astype(np.int64)
+        sims = (rng.integers(-3, 4, size=(5, n)) / 4).astype(np.float32)  # 7 values: ties
+        sims[1] = rng.normal(size=n).astype(np.float32)  # and a row without
+        for k in sorted({1, 2, 5, n - 1, n, n + 3} - {0}):
+            got_l, got_s = top_k(sims, labels, k)
+            for row, gl, gs in zip(sims, got_l, got_s, strict=True):
+                order = np.lexsort((labels, -row))[:k]
+                np.testing.assert_array_equal(gl, labels[order])
+                np.testing.assert_array_equal(gs, row[order])
+            assert got_l.shape == (5, min(k, n)) and got_s.dtype == np.float32
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_one_d_query_and_self_match(kind: str) -> None:
     rng = np.random.default_rng(3)
