@@ -15,7 +15,9 @@ import multiprocessing
 import os
 import signal
 import sys
+import traceback
 from collections.abc import Callable, Collection, Iterator, Sequence
+from multiprocessing import connection
 from typing import Any
 
 from .resilience import signals_held
@@ -148,23 +150,69 @@ def _map_methods(names: Sequence[str], work: Callable[[str], Any], workers: int,
     global _work
     _work = work
     order = sorted(todo, key=lambda n: n not in first)  # stable: the rest keep their order
+    ctx = multiprocessing.get_context("fork")
+    procs: list[Any] = []
+    busy: dict[Any, tuple[Any, str]] = {}  # connection -> (its worker, the method it replays)
     try:
-        ctx = multiprocessing.get_context("fork")
-        with ctx.Pool(workers, initializer=_quiet_worker) as pool:
-            results = pool.imap_unordered(_call, order, chunksize=1)
-            arrived: dict[str, Any] = {}
-            for want in todo:
-                while want not in arrived:
-                    if ready is not None:
-                        ready()
+        for _ in range(min(workers, len(order))):
+            here, there = ctx.Pipe()
+            proc = ctx.Process(target=_serve, args=(there,), name="method", daemon=True)
+            proc.start()
+            there.close()
+            procs.append(proc)
+            name = order.pop(0)
+            here.send(name)
+            busy[here] = (proc, name)
+        arrived: dict[str, Any] = {}
+        for want in todo:
+            while want not in arrived:
+                if ready is not None:
+                    ready()
+                for conn in connection.wait(list(busy), CHECK_EVERY if ready else None):
+                    proc, name = busy.pop(conn)
                     try:
-                        name, result = results.next(None if ready is None else CHECK_EVERY)
-                    except multiprocessing.TimeoutError:
-                        continue
+                        ok, result = conn.recv()
+                    except EOFError:
+                        proc.join()
+                        raise RuntimeError(f"the worker replaying {name} ended (exit code "
+                                           f"{proc.exitcode}) before it returned") from None
+                    if not ok:
+                        raise result
                     arrived[name] = result
-                yield want, arrived.pop(want)
+                    if order:
+                        nxt = order.pop(0)
+                        conn.send(nxt)
+                        busy[conn] = (proc, nxt)
+                    else:
+                        conn.send(None)  # no more work: the worker ends
+                        conn.close()
+            yield want, arrived.pop(want)
     finally:
         _work = None
+        # each worker has a pipe of its own, so one killed halfway through sending leaves
+        # no lock held (a Pool's shared result queue did: its terminate() then hung)
+        for proc, _name in busy.values():
+            proc.kill()
+        for proc in procs:
+            proc.join()
+        for conn in busy:
+            conn.close()
+
+
+def _serve(conn: Any) -> None:
+    """A worker: replay each method it is sent, send back ``(ok, result or exception)``,
+    until it is sent None."""
+    _quiet_worker()
+    while (name := conn.recv()) is not None:
+        try:
+            out = (True, _call(name)[1])
+        except BaseException as e:  # noqa: BLE001 - raised again in the run's process
+            e.add_note(f"(in the worker replaying {name}: {traceback.format_exc()})")
+            out = (False, e)
+        try:
+            conn.send(out)
+        except Exception as e:  # noqa: BLE001 - e.g. an exception that does not pickle
+            conn.send((False, RuntimeError(f"{name}: {type(e).__name__}: {e}")))
 
 
 def _call(name: str) -> tuple[str, Any]:

@@ -119,10 +119,14 @@ def _order(labels: np.ndarray, sims: np.ndarray) -> tuple[np.ndarray, np.ndarray
 def _top_k(sims: np.ndarray, labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Top ``k`` columns of each row of ``sims`` (q, n), ties broken by smaller label
     (compiled: :func:`smartvector.kernels.top_k`)."""
-    from . import kernels  # (numba: loaded with the first exact search, not with the index)
+    global _kernels
+    if _kernels is None:  # numba: loaded with the first exact search, not with the index
+        from . import kernels as _kernels
+    return _kernels.top_k(np.ascontiguousarray(sims, dtype=np.float32),
+                          np.ascontiguousarray(labels, dtype=np.int64), k)
 
-    return kernels.top_k(np.ascontiguousarray(sims, dtype=np.float32),
-                         np.ascontiguousarray(labels, dtype=np.int64), k)
+
+_kernels: Any = None  # smartvector.kernels, once an exact search has needed it
 
 
 class ExactIndex:
