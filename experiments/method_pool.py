@@ -152,7 +152,9 @@ def _map_methods(names: Sequence[str], work: Callable[[str], Any], workers: int,
     order = sorted(todo, key=lambda n: n not in first)  # stable: the rest keep their order
     ctx = multiprocessing.get_context("fork")
     procs: list[Any] = []
+    conns: list[Any] = []
     busy: dict[Any, tuple[Any, str]] = {}  # connection -> (its worker, the method it replays)
+    ending: set[Any] = set()  # the workers told to end
     try:
         for _ in range(min(workers, len(order))):
             here, there = ctx.Pipe()
@@ -160,6 +162,7 @@ def _map_methods(names: Sequence[str], work: Callable[[str], Any], workers: int,
             proc.start()
             there.close()
             procs.append(proc)
+            conns.append(here)
             name = order.pop(0)
             here.send(name)
             busy[here] = (proc, name)
@@ -185,17 +188,18 @@ def _map_methods(names: Sequence[str], work: Callable[[str], Any], workers: int,
                         busy[conn] = (proc, nxt)
                     else:
                         conn.send(None)  # no more work: the worker ends
-                        conn.close()
+                        ending.add(proc)
             yield want, arrived.pop(want)
     finally:
         _work = None
         # each worker has a pipe of its own, so one killed halfway through sending leaves
         # no lock held (a Pool's shared result queue did: its terminate() then hung)
-        for proc, _name in busy.values():
-            proc.kill()
+        for proc in procs:
+            if proc not in ending:  # busy, or waiting for work that will not come
+                proc.kill()
         for proc in procs:
             proc.join()
-        for conn in busy:
+        for conn in conns:
             conn.close()
 
 

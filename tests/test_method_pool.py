@@ -174,6 +174,19 @@ def test_a_workers_exception_is_raised_here_with_its_traceback(forkable: None) -
     assert not multiprocessing.active_children()
 
 
+def _dies(name: str) -> str:
+    if name == "b":
+        os._exit(3)
+    return name
+
+
+@needs_fork
+def test_a_worker_that_dies_is_an_error_naming_its_method(forkable: None) -> None:
+    with pytest.raises(RuntimeError, match=r"the worker replaying b ended \(exit code 3\)"):
+        list(method_pool.map_methods(["a", "b"], _dies, workers=2))
+    assert not multiprocessing.active_children()
+
+
 def test_one_worker_runs_in_this_process() -> None:
     got = list(method_pool.map_methods(["a", "bb"], _square_with_pid, workers=1))
     assert got == [("a", (1, os.getpid())), ("bb", (4, os.getpid()))]
