@@ -21,7 +21,9 @@ cache (beside ``smartvector/kernels.py``) is kept: it is built once per install.
   replays every method).
 * ``paper``: ``python -m experiments.paper`` cold, model conversion included (every study,
   two jobs at a time), then again (every configuration already finished: skipped); each
-  study's wall time, as the command prints it, is kept too (``studies_s``).
+  step's wall time and CPU, as the command prints them, are kept too (``studies_s``,
+  ``studies_cpu_s``: the one sweep of every study of several jobs, each real corpus, the
+  re-embedding study, the held-out weights).
 
 Writes ``results/benchmarks/harness.json``; the last line printed gives every wall time.
 ``--keep DIR`` leaves each part's directory in ``DIR/<part>``: the timed reproduction's MLflow

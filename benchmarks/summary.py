@@ -288,6 +288,8 @@ HARNESS_TARGETS = {  # part -> step -> (target seconds, what)
 
 
 def harness_section(h: dict) -> list[str]:
+    from experiments.paper import SWEPT
+
     out = ["## 6. The harness: main job, a real corpus, the whole reproduction", "",
            "`python -m benchmarks.bench_harness`: each part in a fresh scratch directory (a link "
            "to `datasets/`, nothing else: no embedding cache, no MLflow store) with an empty "
@@ -322,11 +324,13 @@ def harness_section(h: dict) -> list[str]:
             if isinstance(r, dict) and r.get("studies_s"):
                 times = {k: v for k, v in r["studies_s"].items() if k != "total"}
                 cpu = r.get("studies_cpu_s") or {}
-                out += ["", f"{name} {label}, each study's wall time" + (
+                out += ["", f"{name} {label}, each step's wall time" + (
                     " (CPU, cores busy)" if cpu else "") + ": " + ", ".join(
                     f"{k} {v:,.1f} s" + (f" ({cpu[k]:,.1f} s, {cpu[k] / v:.2f})"
                                           if k in cpu and v > 0 else "")
-                    for k, v in times.items()) + "."]
+                    for k, v in times.items()) + (
+                    f"; `{SWEPT}` runs every study of several jobs in one sweep"
+                    if SWEPT in times else "") + "."]
     return out
 
 
