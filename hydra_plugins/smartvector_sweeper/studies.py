@@ -53,7 +53,8 @@ _OWN_DIR = ("hydra.sweep.dir", "hydra.sweep.subdir")
 
 
 def parse_study(entry: str) -> tuple[str, list[str]]:
-    """``"name override ..."`` -> ``(name, [override, ...])``; ValueError for an empty one."""
+    """``"name override ..."`` -> ``(name, [override, ...])``; ValueError unless the entry
+    starts with a study name (not empty, not an override)."""
     parts = str(entry).split()
     name, extra = (parts[0], parts[1:]) if parts else ("", [])
     if not name or name.startswith(("+", "~")) or "=" in name:
