@@ -136,10 +136,6 @@ def is_single_run(study: str, base: list[str]) -> bool:
     return len(sweep_jobs(study, base)) == 1
 
 
-def _quoted(entry: str) -> str:
-    return "'" + entry.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def studies_command(studies: list[str], common: list[str]) -> list[str]:
     """One sweep of several studies' jobs (``hydra/sweeper=studies``): each entry is a study
     name, optionally followed by overrides of its own. The jobs are the studies' own sweeps'
@@ -147,9 +143,11 @@ def studies_command(studies: list[str], common: list[str]) -> list[str]:
     on one set of workers: one process and one start of the workers instead of one per study,
     and no core left idle at the end of each study. The sweep's own record
     (``multirun.yaml``) goes to ``multirun/paper/<time>``."""
+    from hydra_plugins.smartvector_sweeper.studies import quoted
+
     launcher = [o for o in common if not o.startswith("hydra/sweeper=")]
     return ["-m", "experiments.run", "-m", "hydra/sweeper=studies",
-            f"hydra.sweeper.studies=[{','.join(_quoted(s) for s in studies)}]",
+            f"hydra.sweeper.studies=[{','.join(quoted(s) for s in studies)}]",
             "hydra.sweep.dir=multirun/paper/${now:%Y-%m-%d_%H-%M-%S}", *launcher]
 
 

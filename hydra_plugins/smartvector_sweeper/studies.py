@@ -62,7 +62,7 @@ def parse_study(entry: str) -> tuple[str, list[str]]:
     return name, extra
 
 
-def _quoted(value: str) -> str:
+def quoted(value: str) -> str:
     """``value`` as a quoted override value (taken literally by Hydra's parser)."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
@@ -127,7 +127,7 @@ class StudiesSweeper(Sweeper):
                 study_dir.mkdir(parents=True, exist_ok=True)
                 OmegaConf.save(cfg, study_dir / "multirun.yaml")
             numbered[study_dir] = first + len(jobs)
-            batch += [[*job, f"hydra.sweep.dir={_quoted(str(study_dir))}",
+            batch += [[*job, f"hydra.sweep.dir={quoted(str(study_dir))}",
                        f"hydra.sweep.subdir={first + i}"] for i, job in enumerate(jobs)]
         if not batch:
             return []
