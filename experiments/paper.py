@@ -20,6 +20,7 @@ single runs, then the re-embedding study and the held-out weights.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import resource
 import subprocess
@@ -62,7 +63,13 @@ def _run(args: list[str]) -> float:
 def sweep_jobs(study: str, overrides: list[str]) -> list[list[str]]:
     """The overrides of every job of ``python -m experiments.run -m +experiment=<study>
     <overrides>``, expanded as Hydra's basic sweeper expands them (the study's
-    ``hydra.sweeper.params`` first, then the command line's)."""
+    ``hydra.sweeper.params`` first, then the command line's). Composed once per study and
+    overrides in this process (the driver asks for each study's jobs more than once)."""
+    return [list(job) for job in _sweep_jobs(study, tuple(overrides))]
+
+
+@functools.cache
+def _sweep_jobs(study: str, overrides: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
     from hydra import compose, initialize_config_dir
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -75,7 +82,8 @@ def sweep_jobs(study: str, overrides: list[str]) -> list[list[str]]:
         hc = compose(config_name="config", overrides=args, return_hydra_config=True).hydra
     params = [f"{k}={v}" for k, v in (hc.sweeper.params or {}).items()]
     parsed = OverridesParser.create().parse_overrides([*params, *args])
-    return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+    return tuple(tuple(job) for batch in BasicSweeper.split_arguments(parsed, None)
+                 for job in batch)
 
 
 def first_pending(study: str, overrides: list[str]) -> str | None:
