@@ -18,7 +18,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from .kernels import log_count  # compiled: kernels.record_access appends alike
+from .kernels import log_count, log_counts  # compiled: kernels.record_access appends alike
 
 #: event kind -> which total it changes (0 positive, 1 negative, 2 accesses, 3 penalty)
 COUNTING = {"accepted": 0, "corrected": 1, "access": 2, "ripple": 3, "contradiction": 3}
@@ -68,78 +68,24 @@ class CountLog:
 
     def add_many(self, rows: np.ndarray, at: float, kind: str, deltas: np.ndarray) -> None:
         """:meth:`add` of ``(rows[i], at, kind, deltas[i])`` for every ``i`` in turn, at once:
-        the same entries, jump pointers and marks (all at one time ``at``).
-
-        A row's new events form a chain after its latest one; the chains are written one
-        link per step over all rows (step ``j``: every row's ``j``-th new event), each step
-        reading the previous step's links, as :func:`~smartvector.kernels.log_count` would."""
+        the same entries, jump pointers, marks and capacities. The events are logged by one
+        compiled loop (:func:`~smartvector.kernels.log_counts`), which hands back to
+        :meth:`reserve` wherever one :meth:`add` after another would grow the arrays."""
         which = COUNTING.get(kind)
-        rows = np.asarray(rows, np.int64).reshape(-1)
+        rows = np.ascontiguousarray(rows, np.int64).reshape(-1)
         if which is None or not len(rows):
             return
         amount = (-np.asarray(deltas, np.float64).reshape(-1) if which == 3
                   else np.ones(len(rows)))
-        # grown as one call after another grows it (the same capacities)
-        size = len(self.head)
-        peak = np.maximum.accumulate(rows) + 1
-        i = int(np.searchsorted(peak, size, side="right"))
-        while i < len(peak):
-            size = max(int(peak[i]), 2 * size)
-            i = int(np.searchsorted(peak, size, side="right"))
-        self.reserve(size, 0)
-        # a row marked out of order stays so; a row whose latest event is later than ``at``
-        # is marked and logs none of these (each would find the mark)
-        head = self.head
-        by_row = np.argsort(rows, kind="stable")
-        ranked = rows[by_row]
-        starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])
-        counts = np.diff(np.r_[starts, len(rows)])  # events per distinct row
-        u = ranked[starts]
-        k = head[u]
-        late = (k >= 0) & (at < self.values[4, np.maximum(k, 0)])
-        head[u[late]] = UNORDERED
-        logs = ~late & (k != UNORDERED)
-        kept = by_row[np.repeat(logs, counts)]  # the events logged, by row then in order
-        keep = np.zeros(len(rows), bool)
-        keep[kept] = True
-        cap = self.links.shape[1]
-        need = self.n + int(np.count_nonzero(keep[:-1])) + 1  # the last call's
-        while cap < need:
-            cap *= 2
-        self.reserve(0, cap - self.n)
-        values, links = self.values, self.links
-        m = len(kept)
-        if not m:
-            return
-        at_ = np.empty(len(rows), np.int64)  # where each logged event goes
-        at_[keep] = self.n + np.arange(m)
-        counts = counts[logs]
-        step = np.arange(m) - np.repeat(np.cumsum(counts) - counts, counts)  # j, by kept
-        prev = np.empty(len(rows), np.int64)  # each event's previous one in its row's chain
-        first = step == 0
-        prev[kept[first]] = head[rows[kept[first]]]
-        prev[kept[~first]] = at_[kept[np.flatnonzero(~first) - 1]]
-        order = np.argsort(step, kind="stable")
-        bounds = np.searchsorted(step[order], np.arange(int(step.max()) + 2))
-        for j in range(len(bounds) - 1):
-            sel = kept[order[bounds[j]:bounds[j + 1]]]
-            kk, nn = prev[sel], at_[sel]
-            some = kk >= 0
-            kp = np.maximum(kk, 0)
-            values[:4, nn] = np.where(some, values[:4, kp], 0.0)
-            values[which, nn] += amount[sel]
-            values[4, nn] = at
-            links[0, nn] = kk
-            jp = links[1, kp]
-            jj = np.where(jp >= 0, links[1, np.maximum(jp, 0)], -1)
-            depth_j = np.where(jp >= 0, links[2, np.maximum(jp, 0)], -1)
-            depth_jj = np.where(jj >= 0, links[2, np.maximum(jj, 0)], -1)
-            skew = links[2, kp] - depth_j == depth_j - depth_jj
-            links[1, nn] = np.where(some, np.where(skew, jj, kk), -1)
-            links[2, nn] = np.where(some, links[2, kp] + 1, 0)
-        last = kept[np.cumsum(counts) - 1]
-        head[rows[last]] = at_[last]
-        self.n += m
+        if len(amount) != len(rows):
+            raise ValueError(f"{len(rows)} rows but {len(amount)} deltas")
+        at, i = float(at), 0
+        while True:
+            i, self.n = log_counts(rows, at, which, amount, self.head, self.values,
+                                   self.links, self.n, i)
+            if i == len(rows):
+                return
+            self.reserve(int(rows[i]) + 1, 1)  # as add() would before rows[i]
 
     @classmethod
     def from_events(cls, rows: int, events: dict[int, Iterable]) -> CountLog:

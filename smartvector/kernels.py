@@ -355,6 +355,20 @@ def log_count(row, at, which, amount, head, values, links, n):
 
 
 @njit(cache=True)
+def log_counts(rows, at, which, amounts, head, values, links, n, start):
+    """:func:`log_count` of ``(rows[i], at, which, amounts[i])`` for ``i`` from ``start`` on,
+    one after another, while there is room: it stops before the first event whose row is
+    beyond ``head`` or that finds the log full (where one ``CountLog.add`` after another
+    would grow the arrays first). Returns ``(i, n)``: the next event and the new length."""
+    cap = links.shape[1]
+    for i in range(start, rows.shape[0]):
+        if rows[i] >= head.shape[0] or n + 1 > cap:
+            return i, n
+        n = log_count(rows[i], at, which, amounts[i], head, values, links, n)
+    return rows.shape[0], n
+
+
+@njit(cache=True)
 def record_access(rows, t, n, floats, ints, head, log_values, log_links, log_n):
     """Count one access of each row at ``t``, in the columns and the count log (room for
     one event per row reserved by the caller, and ``head`` covering every row); returns the
