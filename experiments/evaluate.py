@@ -32,8 +32,11 @@ def method_metrics(pred: pd.DataFrame, seed: int = 0, n_boot: int = 2000) -> dic
     # accuracy over the chronological quarters of the queries (feedback accumulating)
     for i, part in enumerate(np.array_split(correct, 4), start=1):
         out[f"top1_accuracy_quarter{i}"] = float(part.mean()) if len(part) else float("nan")
-    for kind, sub in pred.groupby("kind", sort=True):
-        out[f"top1_accuracy_{kind}"] = float((sub["grade"] == "correct").mean())
+    # per query kind, in sorted order, missing kinds left out (as a sorted groupby; its
+    # splitting of the frame cost ten times these masks)
+    codes, kinds = pd.factorize(pred["kind"], sort=True)
+    for i, kind in enumerate(kinds):
+        out[f"top1_accuracy_{kind}"] = float(correct[codes == i].mean())
     return out
 
 

@@ -281,3 +281,29 @@ def test_plot_reliability_writes_png(tmp_path) -> None:
     assert out == tmp_path / "sub" / "reliability.png"
     data = out.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 1000
+
+
+# ---------------------------------------------------------------- per query kind
+
+
+def test_method_metrics_accuracy_per_kind_hand_computed():
+    """Top-1 accuracy per query kind: each kind's share of correct answers, keyed in sorted
+    order; a query with no kind counts overall but in no kind."""
+    import pandas as pd
+
+    from experiments.evaluate import method_metrics
+
+    pred = pd.DataFrame({
+        "grade": ["correct", "stale", "correct", "wrong", "correct", "correct", "stale"],
+        "kind": ["time_travel", "current", "current", "changed", None, "time_travel",
+                 "changed"],
+        "first_correct_rank": [1, 0, 1, 0, 1, 1, 2],
+        "probability": [0.9, 0.2, 0.7, 0.1, 0.8, 0.6, 0.3],
+    })
+    out = method_metrics(pred, n_boot=50)
+    per_kind = {k: v for k, v in out.items() if k.startswith("top1_accuracy_")
+                and "_ci_" not in k and "quarter" not in k}
+    assert per_kind == {"top1_accuracy_changed": 0.0, "top1_accuracy_current": 0.5,
+                        "top1_accuracy_time_travel": 1.0}
+    assert list(per_kind) == sorted(per_kind)
+    assert out["top1_accuracy"] == 4 / 7
