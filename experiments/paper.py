@@ -31,7 +31,7 @@ from pathlib import Path
 
 from smartvector import ScoringWeights
 
-from .tracking import resolve_tracking_uri
+from .tracking import resolve_tracking_uri, sqlite_file_missing
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 SWEEPS = ("table1", "table1_dev", "regime_map", "robustness", "time_travel", "feedback",
@@ -222,9 +222,14 @@ def main(argv: list[str] | None = None) -> int:
     studies = [n for n in SWEEPS if n in wanted]
     singles = [n for n in studies if is_single_run(n, base)]
     swept = [n for n in studies if n not in singles]
+    uri = resolve_tracking_uri(args.tracking_uri, Path.cwd())
     if swept:  # the synthetic studies: one sweep of every study with a job left to run
         def sweep() -> None:
-            pending = [n for n in swept if args.force_sweeps or not _all_finished(n, common)]
+            # with no database yet every study is pending: checking each (~1.2 s on one
+            # core before the sweep starts) would say so
+            fresh = sqlite_file_missing(uri)
+            pending = [n for n in swept
+                       if args.force_sweeps or fresh or not _all_finished(n, common)]
             if pending:
                 _run(studies_command(pending, common))
         step(SWEPT, sweep)
@@ -238,7 +243,6 @@ def main(argv: list[str] | None = None) -> int:
             "-m", "experiments.reembed_study", "-m", f"n_paragraphs={REEMBED_LENGTHS}",
             "seed=0,1,2,3,4", f"mlflow.tracking_uri={args.tracking_uri}", *launcher]))
     if "weights_test" in wanted:
-        uri = resolve_tracking_uri(args.tracking_uri, Path.cwd())
         tuned = best_dev_weights(uri)
         print(f"weights chosen on the development split: {tuned}")
 

@@ -151,6 +151,14 @@ def artifact_location_for(tracking_uri: str, configured: str | Path, base_dir: P
     return (base_dir / configured).resolve()
 
 
+def sqlite_file_missing(tracking_uri: str) -> bool:
+    """True for a local SQLite store whose database file does not exist yet: nothing in it
+    is finished (and nothing should create it just to ask)."""
+    prefix = "sqlite:///"
+    return tracking_uri.startswith(prefix) and not Path(
+        tracking_uri[len(prefix):].split("?", 1)[0]).is_file()
+
+
 def absolute_sqlite(uri: str, base_dir: Path) -> str:
     """A relative ``sqlite:///path`` made absolute against ``base_dir``; others unchanged."""
     prefix = "sqlite:///"
@@ -479,9 +487,7 @@ def finished_configurations(tracking_uri: str, experiment: str) -> dict[str, str
 
 
 def _read_finished(tracking_uri: str, experiment: str) -> dict[str, str] | None:
-    prefix = "sqlite:///"
-    if tracking_uri.startswith(prefix) and not Path(
-            tracking_uri[len(prefix):].split("?", 1)[0]).is_file():
+    if sqlite_file_missing(tracking_uri):
         return {}  # no database yet: nothing finished (and do not create one here)
     if unreachable(tracking_uri) or sqlite_problem(tracking_uri):
         return None

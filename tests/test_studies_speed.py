@@ -266,6 +266,28 @@ def test_sweep_jobs_expand_like_hydra_and_pending_on_an_empty_store(
     assert not (tmp_path / "mlflow.db").exists()
 
 
+def test_the_paper_checks_the_store_only_once_it_exists(monkeypatch, tmp_path: Path) -> None:
+    """With no database file yet, every study is pending: the driver starts the sweep without
+    checking each study against the store; once the file exists it checks them (and skips a
+    study found finished)."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    commands: list[list[str]] = []
+    checked: list[str] = []
+    monkeypatch.setattr(paper, "_run", lambda args: commands.append(args) or 0.0)
+    monkeypatch.setattr(paper, "_all_finished",
+                        lambda study, overrides: checked.append(study) or study == "table1")
+    db = tmp_path / "mlflow.db"
+    argv = ["--embedder", "hashing", "--tracking-uri", f"sqlite:///{db}",
+            "--only", "table1", "regime_map"]
+    assert paper.main(argv) == 0
+    assert checked == []
+    assert "hydra.sweeper.studies=['table1','regime_map']" in commands[0]
+    db.write_bytes(b"")  # (any file: the checks themselves are stubbed)
+    assert paper.main(argv) == 0
+    assert checked == ["table1", "regime_map"]
+    assert "hydra.sweeper.studies=['regime_map']" in commands[1]
+
+
 def test_a_finished_sweep_is_skipped_whole_and_each_job_quickly(tmp_path: Path) -> None:
     """Run a 2-job sweep, then check: the runner skips both jobs, and the paper's driver
     finds every configuration finished (same fingerprints as the runner's)."""
