@@ -199,6 +199,27 @@ def test_count_log_add_many_equals_one_add_after_another():
             assert log_state(bulk) == log_state(one)
 
 
+def test_count_log_add_many_grows_for_rows_beyond_its_head_as_add_does():
+    """Rows beyond the log's row capacity (1,024 at first) mid-call, and a full event log:
+    the arrays grow where one add after another grows them, and the entries match."""
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        one = CountLog(rows=2, capacity=2)
+        for r in rng.integers(0, 50, 20).tolist():
+            one.add(r, 1.0, "access", 0.0)
+        bulk = copy.deepcopy(one)
+        r = rng.integers(0, 50, int(rng.integers(1, 30)))
+        big = rng.random(len(r)) < 0.2
+        big[len(r) // 2] = True  # (at least one, mid-call)
+        r[big] = rng.integers(1024, 5000)  # beyond the head, the same row each time
+        deltas = -rng.choice([0.15, 0.05], len(r))
+        for x, d in zip(r.tolist(), deltas.tolist(), strict=True):
+            one.add(x, 2.0, "ripple", d)
+        bulk.add_many(r, 2.0, "ripple", deltas)
+        assert log_state(bulk) == log_state(one)
+        assert len(bulk.head) > 1024
+
+
 def random_store(rng: np.random.Generator, n: int = 40) -> SmartVectorStore:
     """A store of ``n`` vectors with feedback, accesses (one in the future of the penalties
     below, which marks its row's count log out of order) and dependency edges."""
