@@ -16,7 +16,8 @@ Why one sweep: a sweep per study starts the launcher's workers (imports, the MLf
 compiled kernels: ~4 CPU-s each) and its own process (~4 CPU-s) again, and leaves a core idle
 while its last job runs; 13 studies did that 13 times. As with ``check_first``, only the first
 job of each study is composed before the launch (the errors a study's jobs share show before
-any runs); every job composes its configuration again where it runs.
+any runs); every job composes its configuration again where it runs, through
+:class:`experiments.compose_memo.MemoConfigLoader` (each shape of job once per process).
 """
 
 # (no ``from __future__ import annotations``: Hydra's plugin scan runs this module without
@@ -82,10 +83,12 @@ class StudiesSweeper(Sweeper):
     def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
         from hydra.core.plugins import Plugins
 
-        self.hydra_context = hydra_context
+        from experiments.compose_memo import memo_context
+
+        self.hydra_context = memo_context(hydra_context)  # each job shape composed once
         self.config = config
         self.launcher = Plugins.instance().instantiate_launcher(
-            hydra_context=hydra_context, task_function=task_function, config=config)
+            hydra_context=self.hydra_context, task_function=task_function, config=config)
 
     def study_jobs(self, name: str, extra: list[str], arguments: list[str], resolved: Any
                    ) -> tuple[Any, list[list[str]]]:
