@@ -616,6 +616,18 @@ def _print_skipped(cfg: DictConfig, cfg_fp: str, run_id: str) -> None:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
+    # Under ``python -m experiments.run`` this function is ``__main__``'s, so a sweep's joblib
+    # (loky) workers get it pickled by value, with module globals of their own for every job:
+    # the shared embedder, and its model, were made again for each job (~0.3 CPU-s a load).
+    # The work runs in the importable module instead, whose state a worker's jobs share (as
+    # the jobs of a sweep in one process do).
+    from experiments import run
+
+    return run.run_task(cfg)
+
+
+def run_task(cfg: DictConfig) -> float | None:
+    """One run of ``cfg`` (what ``main`` does under Hydra): validate, run, report."""
     quick_worker_exit()  # a sweep's joblib worker ends without tearing its modules down
     hold_signals_in_numba_loads()  # a Ctrl-C during a kernel's first load is not lost
     try:

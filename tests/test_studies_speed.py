@@ -452,3 +452,24 @@ def test_qdrant_time_travel_differs_from_one_collection_only_among_tied_chunks(
         # because a group of chunks tied with it reaches past the last rank
         other = mine.score.iloc[0] if len(mine) else theirs.score.iloc[-1]
         assert abs(a.score[i] - other) < 1e-7, (a.query_id[i], a.vector_id[i])
+
+
+def test_the_task_function_pickled_by_value_runs_the_modules_work(monkeypatch) -> None:
+    """Under ``python -m experiments.run`` Hydra's task function is ``__main__``'s, and a
+    joblib sweep's workers get it pickled by value, with module globals of their own for
+    every job. It must reach the work through the importable module, whose state (the shared
+    embedder and its model) a worker's jobs then share: with the work in its own body, every
+    job made the embedder and loaded the model again."""
+    import builtins
+    import types
+
+    import cloudpickle
+
+    raw = runner.main.__wrapped__  # what Hydra hands its launcher
+    as_main = types.FunctionType(raw.__code__, {"__name__": "__main__",
+                                                "__builtins__": builtins}, "main")
+    as_main.__module__ = "__main__"
+    copy = cloudpickle.loads(cloudpickle.dumps(as_main))
+    seen: list[object] = []
+    monkeypatch.setattr(runner, "run_task", lambda cfg: seen.append(cfg) or 0.5)
+    assert copy("the job's cfg") == 0.5 and seen == ["the job's cfg"]
