@@ -25,7 +25,7 @@ from smartvector.chunking import chunk_text
 from .config import MlflowConfig
 from .corpora.policy_synth import PolicySynthConfig, generate
 from .reembed import text_edit_costs
-from .resilience import quick_worker_exit
+from .resilience import fewer_full_collections, quick_worker_exit
 from .tracking import fingerprint, flatten, git_commit, open_for_run, resolve_tracking_uri
 
 
@@ -55,6 +55,7 @@ def documents(n_paragraphs: int, n_docs: int, seed: int) -> list[str]:
 @hydra.main(version_base="1.3", config_path="../conf", config_name="reembed_study")
 def main(cfg: DictConfig) -> None:
     quick_worker_exit()  # a sweep's joblib worker ends without tearing its modules down
+    fewer_full_collections()  # ... and runs no full garbage collection after every job
     if cfg.n_paragraphs < 1 or cfg.n_docs < 1 or cfg.n_edits < 1:
         raise SystemExit("error: n_paragraphs, n_docs and n_edits must be >= 1")
     out_dir = Path(HydraConfig.get().runtime.output_dir)

@@ -57,6 +57,7 @@ from .reembed import edit_costs
 from .replay import Schedule, grade_run, replay, run_rows
 from .resilience import (
     exit_now,
+    fewer_full_collections,
     hold_signals_in_numba_loads,
     quick_worker_exit,
     release_startup,
@@ -629,6 +630,7 @@ def main(cfg: DictConfig) -> float | None:
 def run_task(cfg: DictConfig) -> float | None:
     """One run of ``cfg`` (what ``main`` does under Hydra): validate, run, report."""
     quick_worker_exit()  # a sweep's joblib worker ends without tearing its modules down
+    fewer_full_collections()  # ... and runs no full garbage collection after every job
     hold_signals_in_numba_loads()  # a Ctrl-C during a kernel's first load is not lost
     try:
         settings = validate(cfg)

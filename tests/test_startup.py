@@ -3,6 +3,7 @@ conversion, the fast exit, batched MLflow logging and shared BM25 indexes."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -395,3 +396,55 @@ def test_a_second_signal_is_not_held() -> None:
                          cwd=ROOT, timeout=60, preexec_fn=ctrl_c_as_in_a_terminal)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["first held", "second raised at once"]
+
+
+def test_joblib_workers_collect_in_full_once_a_minute_not_after_every_job(
+        tmp_path: Path) -> None:
+    """loky, without psutil, runs a full garbage collection after a task whenever a second
+    has passed since its last: in a worker where :func:`fewer_full_collections` ran, every
+    :data:`WORKER_FULL_GC_EVERY` seconds. Counted with ``gc.callbacks`` over eight jobs of
+    0.55 s on two workers: the control's collect after their first and third jobs."""
+    from experiments.resilience import WORKER_FULL_GC_EVERY
+
+    (tmp_path / "job.py").write_text(textwrap.dedent("""
+        import gc, os, time
+        from experiments.resilience import fewer_full_collections
+
+        full = []
+        gc.callbacks.append(lambda phase, info: phase == "start" and info["generation"] == 2
+                            and full.append(1))
+
+        def work(fewer):
+            if fewer:
+                fewer_full_collections()
+            from joblib.externals.loky import process_executor as loky
+            time.sleep(0.55)
+            return os.getpid(), len(full), loky._MEMORY_LEAK_CHECK_DELAY, loky._USE_PSUTIL
+    """))
+    script = textwrap.dedent("""
+        import json, sys
+        from joblib import Parallel, delayed
+        import job
+        fewer = sys.argv[1] == "1"
+        print(json.dumps(Parallel(n_jobs=2, backend="loky")(
+            delayed(job.work)(fewer) for _ in range(8))))
+    """)
+
+    def run(fewer: bool) -> list[list]:
+        out = subprocess.run([sys.executable, "-c", script, "1" if fewer else "0"],
+                             capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                             env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"})
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    fewer, control = run(True), run(False)
+    assert len({pid for pid, *_ in fewer}) == 2  # the jobs ran in workers, not here
+    if fewer[0][3]:  # psutil installed: loky collects on memory growth only, left alone
+        assert {delay for *_, delay, _ in fewer} == {1.0}
+        return
+    assert {delay for _, _, delay, _ in fewer} == {WORKER_FULL_GC_EVERY}
+    assert {delay for _, _, delay, _ in control} == {1.0}
+    # the most full collections a job saw before it ran: loky's first (after a worker's
+    # first job), and in the control one more after every second job since
+    assert max(seen for _, seen, *_ in fewer) <= 1
+    assert max(seen for _, seen, *_ in control) >= 2
