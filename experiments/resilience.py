@@ -499,10 +499,8 @@ def fewer_full_collections() -> None:
     job loads (MLflow, SQLAlchemy, pandas, Hydra...), 13% of the CPU of the reproduction's
     sweeps. Here it runs every :data:`WORKER_FULL_GC_EVERY` seconds instead; Python's own
     collector still runs by its thresholds. Elsewhere nothing changes."""
-    main = sys.modules.get("__main__")
     loky = sys.modules.get("joblib.externals.loky.process_executor")
-    if (loky is not None and not getattr(loky, "_USE_PSUTIL", True)
-            and (getattr(main, "__file__", None) or "").endswith(_LOKY_WORKER_MAIN)
+    if (loky is not None and not getattr(loky, "_USE_PSUTIL", True) and _in_loky_worker()
             and getattr(loky, "_MEMORY_LEAK_CHECK_DELAY", None) is not None):
         loky._MEMORY_LEAK_CHECK_DELAY = max(loky._MEMORY_LEAK_CHECK_DELAY,
                                             WORKER_FULL_GC_EVERY)
@@ -513,6 +511,11 @@ def quick_worker_exit() -> None:
     final ``sys.exit`` skips the interpreter's teardown of the modules a job loaded (MLflow,
     pandas, Qdrant...: ~1.1 s of CPU per worker, which the sweep's process waits for at its
     exit). Elsewhere nothing changes."""
-    main = sys.modules.get("__main__")
-    if (getattr(main, "__file__", None) or "").endswith(_LOKY_WORKER_MAIN):
+    if _in_loky_worker():
         exit_now_from(_LOKY_WORKER_MAIN)
+
+
+def _in_loky_worker() -> bool:
+    """Whether this process is a joblib (loky) worker (its ``__main__`` is loky's)."""
+    main = sys.modules.get("__main__")
+    return (getattr(main, "__file__", None) or "").endswith(_LOKY_WORKER_MAIN)
