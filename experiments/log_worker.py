@@ -33,9 +33,17 @@ _PRESPAWNED: subprocess.Popen | None = None
 
 
 def _spawn() -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "experiments.log_worker"], stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent)
+    """The child, started with SIGINT blocked until its :func:`main` can take a Ctrl-C:
+    a Ctrl-C reaches the whole process group, and one that came while the child's
+    interpreter started ended it with a "Fatal Python error" or a traceback on the run's
+    stderr. Blocked here only while forking: a Ctrl-C meanwhile reaches the run afterwards."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "experiments.log_worker"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def prespawn() -> None:
@@ -226,6 +234,8 @@ def main() -> int:
     answer = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     try:
+        # a Ctrl-C since the start (SIGINT blocked by _spawn) is raised here, and caught
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         import mlflow  # noqa: F401 - the slow part, before the settings arrive
 
         from .resilience import sigterm_as_interrupt

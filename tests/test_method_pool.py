@@ -442,6 +442,27 @@ def test_ctrl_c_while_methods_replay_side_by_side_leaves_no_process(tmp_path: Pa
     assert not _processes_mentioning(str(tmp_path))
 
 
+def test_a_ctrl_c_while_the_logging_child_starts_ends_it_quietly() -> None:
+    """The run's logging child gets a Ctrl-C sent at once after it was started (the process
+    group's, as a terminal sends it): it ends with 130 and prints nothing. SIGINT arriving
+    while its interpreter started ended it with "Fatal Python error" or a traceback on the
+    run's stderr (or silently by the signal), depending on the moment."""
+    import subprocess
+
+    script = (
+        "import os, signal\n"
+        "from experiments import log_worker\n"
+        "proc = log_worker._spawn()\n"
+        "os.kill(proc.pid, signal.SIGINT)\n"
+        "proc.stdin.close()\n"
+        "print(proc.wait())\n")
+    for _ in range(3):
+        done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.strip() == "130" and done.stderr == ""
+
+
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
 def test_ctrl_c_during_the_start_up_ends_the_run_cleanly(tmp_path: Path) -> None:
     """Ctrl-C while the run imports and Hydra composes its configuration (as soon as the
