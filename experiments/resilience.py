@@ -48,6 +48,19 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, turned into an interrupt so runs end KILLED exactly as on Ctrl-C."""
 
 
+def interrupt_of(e: BaseException) -> KeyboardInterrupt | None:
+    """``e`` if it is an interrupt (Ctrl-C, or :class:`Terminated`), or the interrupt a
+    ``RuntimeError`` was raised from: Python 3.11 wraps an exception raised by a class
+    attribute's ``__set_name__`` in one, so an interrupt that came while a lazily imported
+    module defined a dataclass (threadpoolctl's, when the first method replays) reached the
+    run as "Error calling __set_name__". None for anything else."""
+    while e is not None:
+        if isinstance(e, KeyboardInterrupt):
+            return e
+        e = e.__cause__ if isinstance(e, RuntimeError) else None
+    return None
+
+
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
     """Within the block, the first SIGTERM raises :class:`Terminated`; a second one kills.

@@ -59,6 +59,7 @@ from .resilience import (
     exit_now,
     fewer_full_collections,
     hold_signals_in_numba_loads,
+    interrupt_of,
     quick_worker_exit,
     release_startup,
 )
@@ -641,7 +642,10 @@ def run_task(cfg: DictConfig) -> float | None:
         try:
             release_startup()  # an interrupt held since the first line is raised here
             return _run(cfg, settings)
-        except KeyboardInterrupt as e:
+        except (KeyboardInterrupt, RuntimeError) as caught:
+            e = interrupt_of(caught)
+            if e is None:
+                raise
             how, code = ("SIGTERM", 143) if isinstance(e, Terminated) else ("Ctrl-C", 130)
             print(f"interrupted ({how}): no MLflow run is left RUNNING; run the same command "
                   "again to resume (finished configurations are skipped)", file=sys.stderr)

@@ -448,3 +448,28 @@ def test_joblib_workers_collect_in_full_once_a_minute_not_after_every_job(
     # first job), and in the control one more after every second job since
     assert max(seen for _, seen, *_ in fewer) <= 1
     assert max(seen for _, seen, *_ in control) >= 2
+
+
+def test_an_interrupt_wrapped_by_set_name_is_still_an_interrupt() -> None:
+    """An interrupt raised while a class body binds its attributes (a lazily imported module
+    defining a dataclass when SIGTERM came) reaches the run as Python 3.11's RuntimeError
+    "Error calling __set_name__": the run still takes it for the interrupt it is."""
+    from experiments.resilience import Terminated, interrupt_of
+
+    class Interrupted:
+        def __set_name__(self, owner: type, name: str) -> None:
+            raise Terminated("SIGTERM")
+
+    with pytest.raises(BaseException) as raised:
+        class Defined:  # noqa: F841 - defining it is the point
+            attr = Interrupted()
+    if isinstance(raised.value, RuntimeError):  # Python 3.11 (3.12 raises it unwrapped)
+        assert "__set_name__" in str(raised.value)
+    assert isinstance(interrupt_of(raised.value), Terminated)
+    ctrl_c = KeyboardInterrupt()
+    assert interrupt_of(ctrl_c) is ctrl_c
+    assert interrupt_of(RuntimeError("no cause")) is None
+    try:
+        raise RuntimeError("from another error") from ValueError("x")
+    except RuntimeError as e:
+        assert interrupt_of(e) is None
