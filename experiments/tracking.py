@@ -33,7 +33,7 @@ import os
 import subprocess
 import time
 import warnings
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -41,6 +41,7 @@ from typing import Any
 
 from smartvector.fileio import atomic_write_text
 
+from .mlflow_rows import rows_store
 from .resilience import (  # noqa: F401 - re-exported for the runner and import command
     HOST,
     Terminated,
@@ -231,7 +232,9 @@ class Tracker:
                     f"(mlflow experiments restore --experiment-id {exp.experiment_id}) or "
                     "choose another mlflow.experiment")
             self.experiment_id = exp.experiment_id
+            self._artifact_location = exp.artifact_location
             self.reaped = self.reap_stale_runs() if reap else []
+        self._rows_store = rows_store(self.client)
 
     # -- queries --
 
@@ -289,19 +292,8 @@ class Tracker:
         Tagged with ``host``, ``pid`` and ``pid_start`` so that if the process is SIGKILLed a
         later Tracker can tell the run is orphaned.
         """
-        from mlflow.tracking.context import registry as context_registry
-        from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
-
-        all_tags = {**{k: str(v) for k, v in tags.items()}, "host": HOST,
-                    "pid": str(os.getpid()), "pid_start": process_start(os.getpid()),
-                    MLFLOW_RUN_NAME: name}
-        if nested and self._stack:
-            all_tags[MLFLOW_PARENT_RUN_ID] = self._stack[-1]
-        if self._context_tags is None:  # the same for every run of this process
-            self._context_tags = context_registry.resolve_tags()
-        resolved = {**self._context_tags, **all_tags}
-        run = retry_locked(self.client.create_run, self.experiment_id, tags=resolved,
-                           run_name=name)
+        run = retry_locked(self.client.create_run, self.experiment_id,
+                           tags=self._run_tags(name, tags, nested), run_name=name)
         run_id = run.info.run_id
         self._stack.append(run_id)
         status = "FAILED"
@@ -320,6 +312,42 @@ class Tracker:
                     raise
                 warnings.warn(f"could not mark MLflow run {run_id} {status}: {one_line(e)}",
                               RuntimeWarning, stacklevel=3)
+
+    def _run_tags(self, name: str, tags: Mapping[str, Any], nested: bool) -> dict[str, str]:
+        """A new run's tags: ``tags``, MLflow's context tags, the process and the name."""
+        from mlflow.tracking.context import registry as context_registry
+        from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
+
+        all_tags = {**{k: str(v) for k, v in tags.items()}, "host": HOST,
+                    "pid": str(os.getpid()), "pid_start": process_start(os.getpid()),
+                    MLFLOW_RUN_NAME: name}
+        if nested and self._stack:
+            all_tags[MLFLOW_PARENT_RUN_ID] = self._stack[-1]
+        if self._context_tags is None:  # the same for every run of this process
+            self._context_tags = context_registry.resolve_tags()
+        return {**self._context_tags, **all_tags}
+
+    def log_with_nested(self, params: Mapping[str, Any], metrics: Mapping[str, float],
+                        nested: Sequence[tuple[str, Mapping[str, Any], Mapping[str, Any],
+                                               Mapping[str, float]]]) -> None:
+        """Log ``params`` and ``metrics`` to the active run, which must have no metrics
+        yet, and add a FINISHED nested run per ``(name, tags, params, metrics)``.
+
+        On a SQLite store the rows are written in one transaction
+        (:mod:`experiments.mlflow_rows`: ~1 ms a run instead of ~25): the nested runs appear
+        together or not at all. Elsewhere through the client, a run at a time."""
+        if self._rows_store is not None:
+            from .mlflow_rows import NestedRun, write_runs
+
+            children = [NestedRun(name, self._run_tags(name, tags, True), p, m)
+                        for name, tags, p, m in nested]
+            retry_locked(write_runs, self._rows_store, self.experiment_id,
+                         self._artifact_location, self.run_id, params, metrics, children)
+            return
+        self.log_batch(params, metrics)
+        for name, tags, p, m in nested:
+            with self.run(name, tags, nested=True):
+                self.log_batch(p, m)
 
     def show_in_ui(self, metric_keys: list[str]) -> None:
         """Add ``metric_keys`` to the experiment's shared UI view (see :func:`ui_url`).
@@ -565,10 +593,6 @@ def log_output_dir(out_dir: Path, tracker: Tracker, *, later: Collection[str] = 
     params = record["params"]
     with tracker.run(record["name"], tags) as parent:
         summary = method_summary(metrics)
-        tracker.log_batch(params, {
-            **{f"corpus_{k}": v for k, v in metrics["corpus"].items()
-               if isinstance(v, int | float)},
-            **metrics["reembed"], **summary})
         ds = record["dataset"]
         corpus = out_dir / ds["corpus"]  # relative to the output dir, or absolute
         if corpus.is_file():
@@ -580,10 +604,13 @@ def log_output_dir(out_dir: Path, tracker: Tracker, *, later: Collection[str] = 
             warnings.warn(f"{corpus} is gone: the run is logged without its dataset input",
                           RuntimeWarning, stacklevel=2)
         tracker.log_artifacts([out_dir / a for a in record["artifacts"] if a not in later])
-        for method, m in metrics["methods"].items():
-            with tracker.run(method, {**tags, "method": method}, nested=True):
-                tracker.log_batch({"method": method, **method_params(params, method)},
-                                  {**m["quality"], **m["timing"]})
+        tracker.log_with_nested(params, {
+            **{f"corpus_{k}": v for k, v in metrics["corpus"].items()
+               if isinstance(v, int | float)},
+            **metrics["reembed"], **summary}, [
+            (method, {**tags, "method": method},
+             {"method": method, **method_params(params, method)},
+             {**m["quality"], **m["timing"]}) for method, m in metrics["methods"].items()])
         if later:
             if wait is not None:
                 wait()
