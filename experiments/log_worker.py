@@ -247,7 +247,13 @@ def main() -> int:
             if settings.get("source"):  # runs name the run's command, not this module
                 sys.argv[0] = settings["source"]
             return _serve(settings, sys.stdin, answer)
-    except KeyboardInterrupt:  # Ctrl-C or the run's SIGTERM: runs in progress ended KILLED
+    except (KeyboardInterrupt, RuntimeError) as e:
+        # Ctrl-C or the run's SIGTERM (runs in progress ended KILLED), also when Python 3.11
+        # wrapped it in a RuntimeError (a lazy import defining a class when it came)
+        from .resilience import interrupt_of
+
+        if interrupt_of(e) is None:
+            raise
         return 130
 
 

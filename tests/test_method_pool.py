@@ -463,6 +463,29 @@ def test_a_ctrl_c_while_the_logging_child_starts_ends_it_quietly() -> None:
         assert done.stdout.strip() == "130" and done.stderr == ""
 
 
+def test_the_logging_child_takes_an_interrupt_wrapped_by_set_name_for_one() -> None:
+    """A Ctrl-C while the child's lazy imports define a class reaches it as Python 3.11's
+    RuntimeError "Error calling __set_name__": it still ends with 130 and no traceback."""
+    import subprocess
+
+    script = (
+        "import io, sys\n"
+        "from experiments import log_worker\n"
+        "class Interrupted:\n"
+        "    def __set_name__(self, owner, name):\n"
+        "        raise KeyboardInterrupt\n"
+        "def serve(*args):\n"
+        "    class Defined:\n"
+        "        attr = Interrupted()\n"
+        "log_worker._serve = serve\n"
+        "sys.stdin = io.StringIO('{\"tracking_uri\": \"x\"}\\n')\n"
+        "print('exit', log_worker.main(), file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr == "exit 130\n"
+
+
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
 def test_ctrl_c_during_the_start_up_ends_the_run_cleanly(tmp_path: Path) -> None:
     """Ctrl-C while the run imports and Hydra composes its configuration (as soon as the
