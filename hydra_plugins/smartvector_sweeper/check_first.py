@@ -40,7 +40,9 @@ class CheckFirstSweeper(basic_sweeper.BasicSweeper):
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
         from experiments.compose_memo import memo_context
+        from experiments.worker_plugins import keep_plugins_in_workers
 
+        keep_plugins_in_workers()  # a joblib worker scans Hydra's plugins once, not per job
         super().setup(hydra_context=memo_context(hydra_context), task_function=task_function,
                       config=config)  # each job shape composed once per process
 

@@ -84,7 +84,9 @@ class StudiesSweeper(Sweeper):
         from hydra.core.plugins import Plugins
 
         from experiments.compose_memo import memo_context
+        from experiments.worker_plugins import keep_plugins_in_workers
 
+        keep_plugins_in_workers()  # a joblib worker scans Hydra's plugins once, not per job
         self.hydra_context = memo_context(hydra_context)  # each job shape composed once
         self.config = config
         self.launcher = Plugins.instance().instantiate_launcher(
