@@ -131,3 +131,33 @@ def test_only_sqlite_stores_are_written_as_rows(tmp_path: Path) -> None:
         assert mlflow_rows.rows_store(client) is None
     finally:
         store.db_type = "sqlite"
+
+
+def test_a_store_locked_by_another_writer_is_written_once_it_is_free(tmp_path: Path) -> None:
+    """Another process's write transaction (a sweep's other worker) holds the database: the
+    rows wait for it (SQLite's busy timeout, then the lock retries) and are written once."""
+    import threading
+    import time
+
+    tracker = tracking.Tracker(f"sqlite:///{tmp_path}/mlflow.db", "rows", tmp_path / "a")
+    held, release = threading.Event(), threading.Event()
+
+    def other_writer() -> None:
+        with closing(sqlite3.connect(tmp_path / "mlflow.db", isolation_level=None)) as c:
+            c.execute("BEGIN IMMEDIATE")  # the write lock, until released
+            held.set()
+            release.wait(10)
+            c.execute("COMMIT")
+
+    with tracker.run("parent", {}):
+        thread = threading.Thread(target=other_writer)
+        thread.start()
+        held.wait(10)
+        threading.Timer(0.5, release.set).start()
+        started = time.monotonic()
+        tracker.log_with_nested({"p": 1}, {"m": 1.0}, NESTED)
+        assert time.monotonic() - started >= 0.4  # it did wait for the other writer
+    thread.join()
+    with closing(sqlite3.connect(tmp_path / "mlflow.db")) as c:
+        assert sorted(n for (n,) in c.execute("SELECT name FROM runs")) == [
+            "empty", "parent", "plain_cosine", "smartvector"]
