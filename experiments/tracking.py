@@ -43,7 +43,7 @@ from typing import Any
 
 from smartvector.fileio import atomic_write_text
 
-from .mlflow_rows import rows_store
+from .mlflow_rows import NestedRun, rows_store, write_runs
 from .resilience import (  # noqa: F401 - re-exported for the runner and import command
     HOST,
     Terminated,
@@ -339,8 +339,6 @@ class Tracker:
         (:mod:`experiments.mlflow_rows`: ~1 ms a run instead of ~25): the nested runs appear
         together or not at all. Elsewhere through the client, a run at a time."""
         if self._rows_store is not None:
-            from .mlflow_rows import NestedRun, write_runs
-
             children = [NestedRun(name, self._run_tags(name, tags, True), p, m)
                         for name, tags, p, m in nested]
             retry_locked(write_runs, self._rows_store, self.experiment_id,
