@@ -51,16 +51,26 @@ def rows_store(client: Any) -> Any | None:
     return store if store.db_type == "sqlite" else None
 
 
+def entities(params: Mapping[str, Any], metrics: Mapping[str, float],
+             now: int) -> tuple[list, list]:
+    """MLflow's ``Param`` and ``Metric`` entities for a run's values, as this project logs
+    them (through the client or as rows): values as text cut to 6,000 characters, metrics
+    at step 0 and time ``now`` (milliseconds)."""
+    from mlflow.entities import Metric, Param
+
+    return ([Param(k, str(v)[:6000]) for k, v in params.items()],
+            [Metric(k, float(v), now, 0) for k, v in metrics.items()])
+
+
 def _checked(params: Mapping[str, Any], metrics: Mapping[str, float],
              tags: Mapping[str, str], now: int) -> tuple[list, list, list]:
-    """MLflow's entities for the values, checked and truncated as ``log_batch`` does."""
-    from mlflow.entities import Metric, Param, RunTag
+    """The entities of :func:`entities` and the tags', checked and truncated as
+    ``log_batch`` does."""
+    from mlflow.entities import RunTag
     from mlflow.utils.validation import _validate_batch_log_data
 
-    return _validate_batch_log_data(
-        [Metric(k, float(v), now, 0) for k, v in metrics.items()],
-        [Param(k, str(v)[:6000]) for k, v in params.items()],
-        [RunTag(k, str(v)) for k, v in tags.items()])
+    ps, ms = entities(params, metrics, now)
+    return _validate_batch_log_data(ms, ps, [RunTag(k, str(v)) for k, v in tags.items()])
 
 
 def _value_rows(store: Any, run_id: str, params: list, metrics: list,

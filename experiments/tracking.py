@@ -43,7 +43,7 @@ from typing import Any
 
 from smartvector.fileio import atomic_write_text
 
-from .mlflow_rows import NestedRun, rows_store, write_runs
+from .mlflow_rows import NestedRun, entities, rows_store, write_runs
 from .resilience import (  # noqa: F401 - re-exported for the runner and import command
     HOST,
     Terminated,
@@ -381,11 +381,7 @@ class Tracker:
                   metrics: Mapping[str, float] | None = None) -> None:
         """Params and metrics together, in as few ``log_batch`` calls (store transactions)
         as MLflow's limits allow (100 params, 1000 entries per call)."""
-        from mlflow.entities import Metric, Param
-
-        now = int(time.time() * 1000)
-        ps = [Param(k, str(v)[:6000]) for k, v in (params or {}).items()]
-        ms = [Metric(k, float(v), now, 0) for k, v in (metrics or {}).items()]
+        ps, ms = entities(params or {}, metrics or {}, int(time.time() * 1000))
         while ps or ms:
             p, ps = ps[:100], ps[100:]
             m, ms = ms[: 1000 - len(p)], ms[1000 - len(p):]
