@@ -143,6 +143,46 @@ def query_section(q: dict) -> list[str]:
     return out
 
 
+def filtering_section(f: dict) -> list[str]:
+    """``bench_filtering``: the index work of a large pool under each filtering design."""
+    def cell(r: dict, key: str) -> str:
+        return (f"{r['all']['vs_plain_top10'][key]:.2f}x ({r['now']['vs_plain_top10'][key]:.2f}"
+                f" / {r['time_travel']['vs_plain_top10'][key]:.2f})")
+
+    out = ["## 1b. Large pools: filtering alternatives", "",
+           f"`{f['machine']['command']}`: {_machine(f['machine'])}; wall time {f['wall_s']:.0f} s.",
+           "",
+           "The same knowledge bases as section 1 (same seed), ef "
+           f"{f['params']['ef_search']}. Index work of finding a pool of P visible rows, per "
+           "query, as a multiple of plain hnswlib's top-10 (p50; all queries, then 'now' / "
+           "time travel): *post-filter* is the store's own search (over-fetch, then filter); "
+           "*in-search filter* is hnswlib's `filter=` search with each row's visibility, its "
+           "Python callbacks subtracted at the per-call cost an allow-all callback adds (what a "
+           "free compiled filter would cost); *partition*: the live rows and the ended rows in "
+           "two indexes, 'now' queries searching the live one, time travel both; *live copy*: "
+           "the store's index plus a copy of its live rows for 'now' queries. *Whole query* is "
+           "`store.search` (no accesses recorded). Recall: of the exact P nearest visible rows.",
+           "",
+           "| vectors | pool | post-filter | in-search filter | partition | live copy | whole "
+           "query | recall@P (post / in-search / partition / live copy) |",
+           "|---:|---:|---|---|---|---|---|---|"]
+    for r in f["sizes"].values():
+        for p, x in r["pools"].items():
+            rec = x["recall_at_pool"]
+            out.append(
+                f"| {r['n']:,} | {p} | {cell(x, 'post_filter_index')} | "
+                f"{cell(x, 'in_search_work')} | {cell(x, 'partition')} | "
+                f"{cell(x, 'live_copy')} | {cell(x, 'sv_search')} | "
+                f"{rec['post_filter']:.3f} / {rec['in_search']:.3f} / {rec['partition']:.3f} / "
+                f"{rec['live_copy']:.3f} |")
+    r = next(iter(f["sizes"].values()))
+    out += ["", f"Visible share: {r['visible_share_now']:.2f} of the rows for 'now' queries, "
+            f"{r['visible_share_time_travel']:.2f} for time travel. The live copy costs "
+            f"{r['memory']['live_copy_bytes_per_store_row']:,} bytes per row of the store "
+            f"(hnswlib's index: {r['memory']['index_bytes_per_row']:,} bytes per row)."]
+    return out
+
+
 def consolidation_section(c: dict) -> list[str]:
     out = ["## 2. Consolidation", "",
            f"`{c['machine']['command']}`: {_machine(c['machine'])}; wall time {c['wall_s']:.0f} s.",
@@ -430,7 +470,8 @@ def main() -> None:
     parts += verdicts(*(_load(n) for n in ("query", "consolidation", "updates", "memory",
                                            "embed", "harness")))
     parts += [""]
-    for name, fn in (("query", query_section), ("consolidation", consolidation_section),
+    for name, fn in (("query", query_section), ("filtering", filtering_section),
+                     ("consolidation", consolidation_section),
                      ("updates", updates_section), ("memory", memory_section),
                      ("embed", embed_section), ("harness", harness_section)):
         data = _load(name)
