@@ -43,13 +43,13 @@ from collections.abc import Callable
 import hnswlib
 import numpy as np
 
+from .bench_query import CONSOLIDATE_AT  # the same knowledge bases
 from .common import machine, sizes_arg, write_result
 from .workload import T0, build, make_corpus, queries
 
 K = 10
 POOLS = (50, 100)
 EF = 64  # bench_query's ef at 10^4 and 10^5 (the smallest of its grid reaching recall 0.95)
-CONSOLIDATE_AT = (120.0, 240.0, 361.0)  # as bench_query
 ROUNDS = 3
 MARGIN = 1.25  # the store's first-fetch margin (smartvector.store._FETCH_MARGIN)
 
