@@ -43,6 +43,8 @@ from collections.abc import Callable
 import hnswlib
 import numpy as np
 
+from smartvector.store import _FETCH_MARGIN, first_fetch
+
 from .bench_query import CONSOLIDATE_AT  # the same knowledge bases
 from .common import machine, sizes_arg, write_result
 from .workload import T0, build, make_corpus, queries
@@ -51,7 +53,6 @@ K = 10
 POOLS = (50, 100)
 EF = 64  # bench_query's ef at 10^4 and 10^5 (the smallest of its grid reaching recall 0.95)
 ROUNDS = 3
-MARGIN = 1.25  # the store's first-fetch margin (smartvector.store._FETCH_MARGIN)
 
 
 def work_estimate(unfiltered_us: float, allow_all_us: float, allow_all_calls: float,
@@ -60,12 +61,6 @@ def work_estimate(unfiltered_us: float, allow_all_us: float, allow_all_calls: fl
     callback adds to the unfiltered search per call (microseconds)."""
     per_call = (allow_all_us - unfiltered_us) / allow_all_calls
     return filtered_us - filtered_calls * per_call
-
-
-def fetch_for(pool: int, share: float, size: int) -> int:
-    """The store's first fetch for a visible ``share``: ``pool`` / share x margin."""
-    fetch = pool if share >= 1 else int(pool * MARGIN / max(share, 1 / 64)) + 1
-    return min(size, max(fetch, EF))
 
 
 def hnsw(X: np.ndarray, rows: np.ndarray, threads: int) -> hnswlib.Index:
@@ -142,7 +137,7 @@ def bench_size(n: int, args, log) -> dict:
     def partition_search(i: int, p: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """Each part's search, post-filtered with that part's visible share (parts without
         a visible row are skipped)."""
-        return [search(idx, Q[i], fetch_for(p, share, len(rows)))
+        return [search(idx, Q[i], first_fetch(p, share, EF, len(rows)))
                 for (idx, rows), share in zip(parts, share_in[i], strict=True) if share > 0]
 
     def partitioned(i: int, p: int) -> np.ndarray:
@@ -244,8 +239,8 @@ def main(argv=None) -> dict:
     t0 = time.perf_counter()
     res: dict = {"benchmark": "filtering", "machine": machine(), "k": K,
                  "params": {"M": 16, "ef_construction": 200, "ef_search": EF, "pools": POOLS,
-                            "fetch_margin": MARGIN, "queries": args.queries, "seed": args.seed,
-                            "build_threads": args.threads, "query_threads": 1,
+                            "fetch_margin": _FETCH_MARGIN, "queries": args.queries,
+                            "seed": args.seed, "build_threads": args.threads, "query_threads": 1,
                             "rounds": ROUNDS},
                  "sizes": {}}
     for n in args.sizes:

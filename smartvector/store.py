@@ -117,6 +117,14 @@ def _result(store: SmartVectorStore, at: float, pool: int, rows: np.ndarray, sig
     return r
 
 
+def first_fetch(n: int, share: float, ef_search: int, total: int) -> int:
+    """Rows to fetch from an index of ``total`` rows to keep ``n`` when a ``share`` of them
+    is visible: ``n`` / share x a margin (share counted as at least 1/64), at least
+    ``ef_search``, at most ``total``."""
+    fetch = n if share >= 1 else int(n * _FETCH_MARGIN / max(share, 1 / 64)) + 1
+    return min(total, max(fetch, ef_search))
+
+
 class SmartVectorStore(Ingestion):
     """Self-aware vectors over a real embedding model and an ANN (or exact) index."""
 
@@ -297,8 +305,7 @@ class SmartVectorStore(Ingestion):
         share = self._share_cache.get((t, lifecycle, len(self.columns)))  # visible_share's
         if share is None:
             share = self.visible_share(t, lifecycle)
-        fetch = n if share >= 1 else int(n * _FETCH_MARGIN / max(share, 1 / 64)) + 1
-        return min(total, max(fetch, getattr(self.index, "ef_search", 0)))
+        return first_fetch(n, share, getattr(self.index, "ef_search", 0), total)
 
     def _index_search(self, q: np.ndarray, fetch: int) -> tuple[np.ndarray, np.ndarray, bool]:
         """Labels and similarities, or hnswlib's distances (then the flag is True), of the

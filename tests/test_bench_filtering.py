@@ -1,5 +1,5 @@
-"""The filtering benchmark: its estimate of a compiled filter's cost, the store's fetch rule it
-copies, and every design's pool on a small knowledge base."""
+"""The filtering benchmark: its estimate of a compiled filter's cost and every design's pool
+on a small knowledge base."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import pytest
 
 from benchmarks import bench_filtering
 from benchmarks.summary import filtering_section
-from smartvector import store as store_module
 
 
 def test_work_estimate_subtracts_each_callback_at_the_allow_all_cost() -> None:
@@ -17,15 +16,6 @@ def test_work_estimate_subtracts_each_callback_at_the_allow_all_cost() -> None:
     # leave 110 - 60 = 50 us of index work
     assert bench_filtering.work_estimate(40.0, 60.0, 100.0, 110.0, 300.0) == pytest.approx(50.0)
     assert bench_filtering.work_estimate(40.0, 40.0, 100.0, 55.0, 300.0) == pytest.approx(55.0)
-
-
-def test_fetch_is_the_stores_rule() -> None:
-    assert bench_filtering.MARGIN == store_module._FETCH_MARGIN
-    assert bench_filtering.fetch_for(50, 1.0, 10_000) == 64  # at least ef
-    assert bench_filtering.fetch_for(100, 1.0, 10_000) == 100
-    assert bench_filtering.fetch_for(50, 0.5, 10_000) == 126  # 50 x 1.25 / 0.5 + 1
-    assert bench_filtering.fetch_for(50, 0.001, 10_000) == 50 * 1.25 * 64 + 1  # share >= 1/64
-    assert bench_filtering.fetch_for(50, 0.5, 90) == 90  # never more than the part holds
 
 
 def test_every_design_finds_the_visible_pool_and_the_summary_shows_it() -> None:

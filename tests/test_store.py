@@ -657,3 +657,13 @@ def test_update_without_source_keeps_the_documents_source(make_store) -> None:
     assert new.source.authority == pytest.approx(0.90)
     rep = store.add_document("d", text.format(9), at=200.0, source_type="slack")
     assert store.get(rep.added[0]).source.authority == pytest.approx(0.30)
+
+
+def test_first_fetch_divides_by_the_visible_share_with_a_margin():
+    from smartvector.store import first_fetch
+
+    assert first_fetch(50, 1.0, 64, 10_000) == 64  # at least ef_search
+    assert first_fetch(100, 1.0, 64, 10_000) == 100  # everything visible: no margin
+    assert first_fetch(50, 0.5, 64, 10_000) == 126  # 50 x 1.25 / 0.5 + 1
+    assert first_fetch(50, 0.001, 0, 10_000) == 4001  # the share counts as at least 1/64
+    assert first_fetch(50, 0.5, 64, 90) == 90  # never more than the index holds
