@@ -449,8 +449,10 @@ def test_a_ctrl_c_while_the_logging_child_starts_ends_it_quietly() -> None:
     run's stderr (or silently by the signal), depending on the moment."""
     import subprocess
 
-    script = (
+    script = (  # (SIGINT handled as Python does by default, even if pytest runs with it
+        # ignored, as a shell's background job does: the child would then ignore it too)
         "import os, signal\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "from experiments import log_worker\n"
         "proc = log_worker._spawn()\n"
         "os.kill(proc.pid, signal.SIGINT)\n"
