@@ -45,7 +45,7 @@ import numpy as np
 
 from smartvector.store import _FETCH_MARGIN, first_fetch
 
-from .bench_query import CONSOLIDATE_AT  # the same knowledge bases
+from .bench_query import CONSOLIDATE_AT, exact_truth  # the same knowledge bases
 from .common import machine, sizes_arg, write_result
 from .workload import T0, build, make_corpus, queries
 
@@ -120,10 +120,8 @@ def bench_size(n: int, args, log) -> dict:
     share_in = [[float(vis[i, rows].mean()) if len(rows) else 0.0 for _, rows in parts]
                 for i in range(len(Q))]
 
-    sims = Q @ X.T
-    sims[~vis] = -np.inf
-    exact = {p: [set(np.argpartition(-s, p)[:p].tolist()) for s in sims] for p in POOLS}
-    del sims
+    pool_rows = exact_truth(store, Q, AT, K, max(POOLS))[2]  # nearest first
+    exact = {p: [set(rows[:p].tolist()) for rows in pool_rows] for p in POOLS}
 
     def post_filter_search(i: int, p: int) -> np.ndarray:
         """The store's first index search for a pool of ``p`` (its labels)."""
