@@ -413,10 +413,11 @@ def search_one(query, labels, sims, from_distance, t, floats, ints, lifecycle, n
                params, head, log_values, log_links, access_k, n_rows, log_n, edge_head,
                edge_time, edge_prev):
     """:func:`first_visible`, :func:`rank` and :func:`record_access` (of the best
-    ``access_k``) in one call, for the common case. Returns a code and the ranked pool:
-    0 done; 1 too few visible rows fetched (and ``seen_all`` False: widen the search);
-    2 a row's count log is out of order (rank in Python); -1/-2 an unusable query (zero /
-    non-finite). Nothing changes unless the code is 0. Rows whose edges changed after ``t``
+    ``access_k``) in one call, for the common case. Returns a code, the ranked pool (its
+    rows, signals and statuses), the log's new length and the number of visible rows
+    fetched: code 0 done; 1 too few visible rows fetched (and ``seen_all`` False: widen the
+    search); 2 a row's count log is out of order (rank in Python); -1/-2 an unusable query
+    (zero / non-finite). Nothing changes unless the code is 0. Rows whose edges changed after ``t``
     count them along the graph's chains of edge times (``edge_*``,
     :func:`relational_edges_at`)."""
     rows, sem, kept, late_ev, late_ed = first_visible(query, labels, sims, from_distance, t,
@@ -425,19 +426,19 @@ def search_one(query, labels, sims, from_distance, t, floats, ints, lifecycle, n
     no_sig = np.empty((5, 0), np.float64)
     no_status = np.empty(0, np.int8)
     if kept < 0:
-        return kept, no_rows, no_sig, no_status, log_n
+        return kept, no_rows, no_sig, no_status, log_n, 0
     if kept < n and not seen_all:
-        return 1, no_rows, no_sig, no_status, log_n
+        return 1, no_rows, no_sig, no_status, log_n, kept
     edges = (relational_edges_at(rows, t, floats, ints, edge_head, edge_time, edge_prev)
              if late_ed else np.empty(0, np.int64))
     ranked, sig, status, ok = rank(rows, sem, t, floats, ints, np.empty((4, 0), np.float64),
                                    edges, params, head, log_values, log_links)
     if not ok:
-        return 2, no_rows, no_sig, no_status, log_n
+        return 2, no_rows, no_sig, no_status, log_n, kept
     if access_k > 0:
         log_n = record_access(ranked[:access_k], t, n_rows, floats, ints, head, log_values,
                               log_links, log_n)
-    return 0, ranked, sig, status, log_n
+    return 0, ranked, sig, status, log_n, kept
 
 
 def pack_params(temporal, confidence, relational, weights) -> np.ndarray:

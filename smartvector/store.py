@@ -117,6 +117,14 @@ def _result(store: SmartVectorStore, at: float, pool: int, rows: np.ndarray, sig
     return r
 
 
+def _widened(fetch: int, n: int, kept: int, total: int) -> int:
+    """The next fetch of a search whose ``fetch`` rows held only ``kept`` of the ``n``
+    visible rows it needs: grown by the missing share x the margin, 2x to 8x, at most
+    ``total``."""
+    grow = min(8.0, max(2.0, _FETCH_MARGIN * n / max(kept, 1)))
+    return min(total, int(fetch * grow) + 1)
+
+
 def first_fetch(n: int, share: float, ef_search: int, total: int) -> int:
     """Rows to fetch from an index of ``total`` rows to keep ``n`` when a ``share`` of them
     is visible: ``n`` / share x a margin (share counted as at least 1/64), at least
@@ -339,8 +347,7 @@ class SmartVectorStore(Ingestion):
                 # exactly the n nearest visible rows, however many were fetched: the pool
                 # must not depend on how many invisible (future, deprecated) rows exist
                 return Candidates(rows, sem, t, self, (late_ev, late_ed))
-            grow = min(8.0, max(2.0, _FETCH_MARGIN * n / max(kept, 1)))
-            fetch = min(total, int(fetch * grow) + 1)
+            fetch = _widened(fetch, n, kept, total)
 
     def visible_share(self, at: TimeLike, lifecycle: bool = True) -> float:
         """Estimated share of rows visible at ``at`` (created, and with ``lifecycle`` not
@@ -464,15 +471,22 @@ class SmartVectorStore(Ingestion):
         """The ranked pool of one query given its first index result (of ``fetch`` rows;
         ``total`` is ``len(self.index)``); records the accesses of the best ``k`` if
         ``record``. The common case, edges made after ``t`` included, is one compiled call
-        (:func:`kernels.search_one`); widening and counts out of time order take the general
-        path (:meth:`_pool`, :meth:`rank`)."""
+        (:func:`kernels.search_one`), again on a wider fetch while too few visible rows were
+        fetched, as :meth:`_pool` widens; counts out of time order (and unusable queries)
+        take the general path (:meth:`_pool`, :meth:`rank`)."""
         c, log, n_rows = self.columns, self.counts, len(self.ids)
         access_k = min(k, n) if record else 0
         log.reserve(n_rows, access_k)
-        code, ranked, sig, status, log_n = kernels.search_one(
-            q[0], first[0][0], first[1][0], first[2], t, c.block("f8"), c.block("i4"),
-            lifecycle, n, fetch >= total, self._kernel_params(weights), log.head,
-            log.values, log.links, access_k, n_rows, log.n, *self.graph.relational_times)
+        params = self._kernel_params(weights)
+        while True:
+            code, ranked, sig, status, log_n, kept = kernels.search_one(
+                q[0], first[0][0], first[1][0], first[2], t, c.block("f8"), c.block("i4"),
+                lifecycle, n, fetch >= total, params, log.head, log.values, log.links,
+                access_k, n_rows, log.n, *self.graph.relational_times)
+            if code != 1:
+                break
+            fetch = _widened(fetch, n, kept, total)
+            first = self._index_search(q, fetch)
         if code == 0:
             if access_k:  # (else the log is unchanged)
                 log.n = log_n

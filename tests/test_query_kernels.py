@@ -343,5 +343,44 @@ def test_late_edges_rank_in_the_compiled_call(monkeypatch):
         np.testing.assert_array_equal(got.relational, ref.relational)
         if (slow.columns["edges_changed_at"][cand.rows] > at).any():
             assert codes[-1] != 2  # not left to the general path
-            late += codes[-1] == 0  # ranked in the one call (1: the fetch had to widen)
+            late += codes[-1] == 0  # ranked by the compiled call (after any widening)
     assert late >= 10
+
+
+@pytest.mark.parametrize("index", ["exact", "hnsw"])
+def test_widened_searches_rank_in_the_compiled_call(index, monkeypatch):
+    """When the first fetch holds too few visible rows (the query's neighbours are mostly
+    rows created later), the compiled call searches again on a wider fetch and returns the
+    general path's pool and scores, recording the same accesses."""
+    from smartvector import kernels
+
+    rng = np.random.default_rng(21)
+    idx = HnswIndex(DIM, ef_search=16) if index == "hnsw" else index
+    fast = SmartVectorStore(HashingEmbedder(dim=DIM), idx, StoreConfig())
+    centre = rng.standard_normal(DIM)
+    spread = rng.standard_normal((40, DIM))  # visible from day 0, far from the centre
+    fast.add_vectors(spread, [f"old {i}" for i in range(40)], [f"o{i}" for i in range(40)], T0)
+    near = centre + 0.3 * rng.standard_normal((400, DIM))  # the centre's neighbours: later
+    fast.add_vectors(near, [f"new {i}" for i in range(400)], [f"n{i}" for i in range(400)],
+                     T0 + 100 * DAY)
+    slow = copy.deepcopy(fast)
+    codes = []
+    search_one = kernels.search_one
+    monkeypatch.setattr(kernels, "search_one",
+                        lambda *a: codes.append((out := search_one(*a))[0]) or out)
+    widened = 0
+    for i in range(30):
+        at = T0 + (10 + i) * DAY
+        q = centre + 0.3 * rng.standard_normal(DIM)
+        codes.clear()
+        got = fast.search(None, at, 3, vector=q, pool=10, record_access=True)
+        ref = slow.rank(slow.candidates(q, at, 10), None, 10)
+        slow.record_access(ref.rows[:3], at)
+        np.testing.assert_array_equal(got.rows, ref.rows)
+        np.testing.assert_array_equal(got.score, ref.score)
+        assert len(got.rows) == 10 and (got.rows < 40).all()  # only the visible rows
+        assert codes[-1] == 0  # the compiled call ranked it
+        widened += codes[0] == 1 and len(codes) > 1
+    assert widened == 30  # every query needed a wider fetch
+    np.testing.assert_array_equal(fast.columns["accesses"], slow.columns["accesses"])
+    assert fast.events == slow.events
