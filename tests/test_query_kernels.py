@@ -315,11 +315,20 @@ def test_edge_counts_as_of_a_time_equal_the_graphs(tmp_path):
     assert store.relational_edges_at(rows, T0 + 400 * DAY).sum() > 60
 
 
+def recorded_search_codes(monkeypatch) -> list[int]:
+    """The codes :func:`kernels.search_one` returns from now on, in call order."""
+    from smartvector import kernels
+
+    codes: list[int] = []
+    search_one = kernels.search_one
+    monkeypatch.setattr(kernels, "search_one",
+                        lambda *a: codes.append((out := search_one(*a))[0]) or out)
+    return codes
+
+
 def test_late_edges_rank_in_the_compiled_call(monkeypatch):
     """A pool with edges made after the query's time is ranked by the compiled call (not
     the general path), with the general path's result."""
-    from smartvector import kernels
-
     fast, rng = random_store(13, feedback=False)
     n, late_at = len(fast), T0 + 195 * DAY
     for _ in range(60):  # dependencies found late, between rows of every age
@@ -327,10 +336,7 @@ def test_late_edges_rank_in_the_compiled_call(monkeypatch):
         fast.graph.link_dependency(a, b, late_at)
     fast.refresh_edge_counts(range(n), late_at)
     slow = copy.deepcopy(fast)
-    codes = []
-    search_one = kernels.search_one
-    monkeypatch.setattr(kernels, "search_one",
-                        lambda *a: codes.append((out := search_one(*a))[0]) or out)
+    codes = recorded_search_codes(monkeypatch)
     late = 0
     for _ in range(120):
         at = T0 + rng.uniform(0, 200) * DAY
@@ -352,8 +358,6 @@ def test_widened_searches_rank_in_the_compiled_call(index, monkeypatch):
     """When the first fetch holds too few visible rows (the query's neighbours are mostly
     rows created later), the compiled call searches again on a wider fetch and returns the
     general path's pool and scores, recording the same accesses."""
-    from smartvector import kernels
-
     rng = np.random.default_rng(21)
     idx = HnswIndex(DIM, ef_search=16) if index == "hnsw" else index
     fast = SmartVectorStore(HashingEmbedder(dim=DIM), idx, StoreConfig())
@@ -364,10 +368,7 @@ def test_widened_searches_rank_in_the_compiled_call(index, monkeypatch):
     fast.add_vectors(near, [f"new {i}" for i in range(400)], [f"n{i}" for i in range(400)],
                      T0 + 100 * DAY)
     slow = copy.deepcopy(fast)
-    codes = []
-    search_one = kernels.search_one
-    monkeypatch.setattr(kernels, "search_one",
-                        lambda *a: codes.append((out := search_one(*a))[0]) or out)
+    codes = recorded_search_codes(monkeypatch)
     widened = 0
     for i in range(30):
         at = T0 + (10 + i) * DAY
