@@ -327,9 +327,11 @@ HARNESS_TARGETS = {  # part -> step -> (target seconds, what)
 }
 
 
-def harness_section(h: dict) -> list[str]:
-    from experiments.paper import SWEPT
+#: the step of older records that ran every study of several jobs in one Hydra sweep
+SWEPT = "sweeps"
 
+
+def harness_section(h: dict) -> list[str]:
     out = ["## 6. The harness: main job, a real corpus, the whole reproduction", "",
            "`python -m benchmarks.bench_harness`: each part in a fresh scratch directory (a link "
            "to `datasets/`, nothing else: no embedding cache, no MLflow store) with an empty "

@@ -20,13 +20,6 @@ from smartvector import StoreConfig
 
 from .corpora.registry import dataset_kinds
 
-#: what ``python -m experiments.run`` compares by default (conf/config.yaml selects them)
-DEFAULT_METHODS = [
-    "plain_cosine", "smartvector", "latest_only", "time_weighted", "lifecycle_only",
-    "no_temporal", "no_confidence", "no_relational", "no_semantic", "oracle",
-    "bm25", "bm25_lifecycle", "hybrid_rrf", "qdrant_filter",
-]
-
 _SCHEMAS: dict[type, type] = {}
 
 
@@ -126,10 +119,10 @@ class ReembedConfig:
 
 @dataclass
 class PlotsConfig:
-    """Per-run figures. ``reliability``: draw ``reliability.png`` in the run's output
-    directory (about a second per run; the paper's figures are rebuilt from the MLflow
-    store's ``predictions.csv`` by ``experiments.figures``, so the paper's studies turn it
-    off). Not part of the configuration fingerprint: it changes no result."""
+    """Per-run figures. ``reliability``: draw ``reliability.png`` in the results directory
+    (about a second per run; ``experiments.figures`` draws the paper's from the results
+    directories, so the paper's studies turn it off). Changes no result: not part of the
+    configuration fingerprint."""
 
     reliability: bool = True
 
@@ -140,11 +133,9 @@ class MlflowConfig:
     tracking_uri: str = "sqlite:///mlflow.db"
     artifact_location: str = "mlartifacts"
     experiment: str = "${study}"
+    #: skip a configuration whose results directory is finished (or, on a tracking server,
+    #: whose every method has a FINISHED run)
     skip_finished: bool = True
-    #: a single run (not a sweep) opens the store and logs in a child process that starts
-    #: with the run, so that MLflow's start-up (~2.5 s of CPU) overlaps the evaluation
-    #: (:mod:`experiments.log_worker`); false: in the run's own process, as sweeps do
-    background: bool = True
 
 
 StoreSchema = mutable_schema(StoreConfig)
@@ -164,10 +155,8 @@ class RunConfig:
     plots: PlotsConfig = field(default_factory=PlotsConfig)
     n_boot: int = 2000
     query_split: str = "all"
-    #: processes that replay the methods side by side (forked from the run's process):
-    #: 0 = one per core in a single run and 1 in a sweep, whose jobs already share the
-    #: cores. Changes no result (not part of the configuration fingerprint).
-    method_workers: int = 0
+    #: where results directories go: ``<results_root>/<study>/<configuration fingerprint>``
+    results_root: str = "outputs"
 
 
 def register() -> None:

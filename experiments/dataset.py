@@ -48,6 +48,12 @@ _SHOWN_IDS = 5
 REPAIR_STEP = timedelta(seconds=1)
 
 
+#: the largest version number (a 32-bit signed integer, as the stores keep it)
+MAX_VERSION = 2**31 - 1
+#: the last year a time may fall in (later ones leave no room for the replay's arithmetic)
+LAST_YEAR = 9998
+
+
 class DatasetError(ValueError):
     """A dataset that cannot be loaded; the message is one line, ``"<file>:<line>: ..."``."""
 
@@ -236,9 +242,12 @@ def _time(obj: Mapping[str, Any], key: str, *, required: bool = True) -> datetim
     else:
         raise _Bad(f"field {key!r} must be an ISO-8601 string, got {_type_name(value)}")
     try:
-        return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+        t = t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
     except (OverflowError, ValueError):
         raise _Bad(f"field {key!r} is out of range in UTC: {_show(value)}") from None
+    if t.year > LAST_YEAR:  # (a repaired time moves one second later; the replay adds days)
+        raise _Bad(f"field {key!r} must be before {LAST_YEAR + 1}-01-01, got {_show(value)}")
+    return t
 
 
 def _str_list(obj: Mapping[str, Any], key: str, *, required: bool) -> tuple[str, ...]:
@@ -280,8 +289,8 @@ def _parse_doc(obj: Any, line: int | None) -> DocVersion:
     if type(version) is not int:
         raise _Bad(f"field 'version' must be an integer, got {_type_name(version)} "
                    f"({_show(version)})")  # fmt: skip
-    if version < 1:
-        raise _Bad(f"field 'version' must be >= 1, got {version}")
+    if not 1 <= version <= MAX_VERSION:
+        raise _Bad(f"field 'version' must be in [1, {MAX_VERSION}], got {version}")
     text = _str(obj, "text")
     valid_from = _time(obj, "valid_from")
     valid_to = _time(obj, "valid_to", required=False)

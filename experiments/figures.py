@@ -1,63 +1,72 @@
-"""Rebuild every table and figure of the paper reproduction from the MLflow store alone.
+"""Rebuild every table and figure of the paper reproduction from the results directories.
 
-``python -m experiments.figures [--tracking-uri URI] [--out results]``
+``python -m experiments.figures [--results-root outputs] [--out results]``
 
-Reads the finished runs of the ``paper_*`` experiments (their metrics, params and the
-``predictions.csv`` artifact of each configuration), pools the predictions of the five seeds
-and bootstraps 95% CIs over the pooled queries. Writes Markdown and CSV tables and PNG
-figures into ``results/`` and refreshes the tables inside ``results/REPORT.md`` between
-``<!-- table:NAME -->`` markers. Wall-clock figures are never put in a table, so tables
-regenerate identically.
+Reads the finished results directories of the ``paper_*`` and ``real_*`` studies
+(``<results-root>/<study>/<fingerprint>/``: the configuration, its metrics and predictions),
+pools the predictions of the seeds and bootstraps 95% CIs over the pooled queries. Writes
+Markdown and CSV tables and PNG figures into ``results/`` and refreshes the tables inside
+``results/REPORT.md`` between ``<!-- table:NAME -->`` markers. Wall-clock figures are never
+put in a table, so tables regenerate identically.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import json
 import re
-import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from .evaluate import method_metrics
 from .metrics import cluster_rate_ci, ece, mcnemar, plot_reliability, rate_ci, seed_paired_test
-from .tracking import resolve_tracking_uri
+from .results.provenance import flatten
+from .results.record import CONFIG_FILE, PREDICTIONS_FILE, RESULTS_FILE, read_results
 
 WEIGHTS = ("semantic", "temporal", "confidence", "relational")
+#: the re-embedding study's results file (experiments.reembed_study)
+REEMBED_FILE = "reembed.json"
 
 
 class Store:
-    """Finished runs of one MLflow store, with their prediction artifacts."""
+    """The finished results directories under one root, one study a folder."""
 
-    def __init__(self, uri: str) -> None:
-        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-        import mlflow
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
 
-        self.mlflow = mlflow
-        mlflow.set_tracking_uri(uri)
-        self._tmp = tempfile.TemporaryDirectory()
-
-    def parents(self, experiment: str) -> list:
-        exp = self.mlflow.get_experiment_by_name(experiment)
-        if exp is None:
-            return []
-        runs = self.mlflow.search_runs([exp.experiment_id], output_format="list",
-                                       filter_string="attributes.status = 'FINISHED'",
-                                       order_by=["attributes.start_time DESC"])
-        latest: dict[str, object] = {}
-        for r in runs:
-            if "mlflow.parentRunId" in r.data.tags:
+    def parents(self, study: str) -> list:
+        """Each finished configuration of ``study``: its params (the flattened
+        configuration, as strings), tags, metrics and per-method quality."""
+        runs = []
+        for d in sorted((self.root / study).glob("*/")):
+            if (d / RESULTS_FILE).is_file():
+                try:
+                    res = read_results(d)
+                except ValueError:
+                    continue
+                if res.error:
+                    continue
+                metrics = {**res.reembed, **{f"corpus_{k}": v for k, v in
+                                             vars(res.corpus).items()
+                                             if isinstance(v, int | float)}}
+                methods = {m: r.quality for m, r in res.methods.items()}
+            elif (d / REEMBED_FILE).is_file():
+                metrics, methods = json.loads((d / REEMBED_FILE).read_text()), {}
+            else:
                 continue
-            latest.setdefault(r.data.tags.get("config_fingerprint", r.info.run_id), r)
-        return sorted(latest.values(), key=pool_order)
+            config = yaml.safe_load((d / CONFIG_FILE).read_text(encoding="utf-8"))
+            runs.append(SimpleNamespace(
+                dir=d, methods=methods, info=SimpleNamespace(run_id=d.name),
+                data=SimpleNamespace(params={k: str(v) for k, v in flatten(config).items()},
+                                     tags={"config_fingerprint": d.name}, metrics=metrics)))
+        return sorted(runs, key=pool_order)
 
     def predictions(self, run) -> pd.DataFrame:
-        path = self.mlflow.artifacts.download_artifacts(
-            run_id=run.info.run_id, artifact_path="predictions.csv",
-            dst_path=str(Path(self._tmp.name) / run.info.run_id))
-        df = pd.read_csv(path, keep_default_na=False, na_values=[""])
+        df = pd.read_csv(run.dir / PREDICTIONS_FILE, keep_default_na=False, na_values=[""])
         for k, v in run.data.params.items():
             if _pooled_param(k):
                 df[k] = v
@@ -370,10 +379,7 @@ def weights(store: Store, out: Path) -> dict[str, str]:
 
     dev_rows = []
     for p in dev:
-        child = store.mlflow.search_runs(
-            [p.info.experiment_id], output_format="list",
-            filter_string=f"tags.mlflow.parentRunId = '{p.info.run_id}'")
-        acc = child[0].data.metrics["top1_accuracy"] if child else float("nan")
+        acc = p.methods.get("smartvector", {}).get("top1_accuracy", float("nan"))
         dev_rows.append((wkey(p.data.params), acc))
     default = (0.35, 0.25, 0.25, 0.15)
     grid = pd.DataFrame([{**dict(zip(WEIGHTS, w, strict=True)), "dev accuracy": a}
@@ -710,12 +716,13 @@ def refresh_report(report: Path, tables: dict[str, str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tracking-uri", default="sqlite:///mlflow.db")
+    parser.add_argument("--results-root", default="outputs",
+                        help="where the studies' results directories are (default: outputs)")
     parser.add_argument("--out", default="results")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    store = Store(resolve_tracking_uri(args.tracking_uri, Path.cwd()))
+    store = Store(Path(args.results_root))
     tables: dict[str, str] = {}
     for build in (table1, regime_map, real_corpora, robustness, time_travel, feedback, sensitivity,
                   authority, weights, reembed_length):

@@ -1,264 +1,295 @@
-"""Reproduce the paper: run every study as Hydra sweeps logged to MLflow.
+"""Reproduce the paper: every study's configurations, on a pool of worker processes.
 
 ``python -m experiments.paper`` then ``python -m experiments.figures`` (tables, figures and
-the report's tables in ``results/``, from the MLflow store alone).
+the report's tables in ``results/``, from the results directories alone).
 
-Studies: Table 1 with ablation and calibration (``+experiment=table1``, test seeds 0-19, and
+Studies: Table 1 with ablation and calibration (``table1``, test seeds 0-19, and
 ``table1_dev`` on the development seeds 100-104 that calibration maps are fitted on), the
-regime map (``regime_map``: pool x query timing x rumor rate x supersession), robustness to
-injected contradictions, time-travel queries, simulated feedback, re-embedding cost vs
-document length, a sensitivity analysis of the temporal half-life and the contradiction
-threshold, the effect of the authority-age correlation, and a weight grid tuned on the
-development half of seed 0's queries and reported on the held-out test half of five seeds.
-Configurations already finished in the store are skipped, so an interrupted reproduction
-resumes where it stopped; a study whose configurations are all finished is not started at
-all (:func:`first_pending`; ``--force-sweeps`` starts it anyway). The studies of several
-jobs run as one sweep on one set of workers (:func:`studies_command`), the real corpora as
-single runs, then the re-embedding study and the held-out weights.
+regime map (pool x query timing x rumor rate x supersession), robustness to injected
+contradictions, time-travel queries, simulated feedback, re-embedding cost vs document
+length, a sensitivity analysis, the authority-age correlation, a weight grid tuned on the
+development half of seed 0's queries and reported on the held-out test half of five seeds,
+and the two real corpora.
+
+Each study is ``conf/experiment/<study>.yaml``; its jobs are the configurations Hydra's
+sweep of ``python -m experiments.run -m +experiment=<study>`` would run (the study's
+``hydra.sweeper.params``), composed with Hydra's public compose API and run by
+:func:`experiments.run.run_pipeline`, exactly as a command-line run. A configuration whose
+results directory is finished is skipped before it is sent to a worker, so an interrupted
+reproduction resumes where it stopped. Each job's printed output goes to
+``multirun/paper/<time>/<study>-<n>.log``.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
+import concurrent.futures as cf
+import itertools
 import json
+import multiprocessing
 import resource
-import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
 
 from smartvector import ScoringWeights
 
-from .tracking import resolve_tracking_uri, sqlite_file_missing
-
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-SWEEPS = ("table1", "table1_dev", "regime_map", "robustness", "time_travel", "feedback",
-          "sensitivity", "authority", "weights_dev", "real_site_policy", "real_peps")
-REEMBED_LENGTHS = "5,10,20,50,100,200,500"
-#: the timings' name of the one sweep that runs every study of several jobs (all but the
-#: real corpora's single runs, the re-embedding study and the held-out weights)
-SWEPT = "sweeps"
+#: the studies, longest jobs first (the real corpora's single jobs take minutes)
+STUDIES = ("real_site_policy", "real_peps", "weights_dev", "table1", "table1_dev",
+           "regime_map", "robustness", "time_travel", "feedback", "sensitivity", "authority")
+REEMBED_LENGTHS = (5, 10, 20, 50, 100, 200, 500)
+REEMBED_SEEDS = (0, 1, 2, 3, 4)
+WEIGHT_NAMES = ("semantic", "temporal", "confidence", "relational")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One configuration: which app runs it, its study, its number and its config."""
+
+    app: str  # "run" (experiments.run) or "reembed" (experiments.reembed_study)
+    study: str
+    number: int
+    config: dict[str, Any]
+
+
+def _parse(overrides: list[str]) -> list[Any]:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create().parse_overrides(overrides)
+
+
+def sweep(overrides: list[str]) -> list[list[str]]:
+    """The jobs of a sweep: the cartesian product of the sweep overrides' values (in their
+    order), each with the plain overrides, as Hydra's basic sweeper expands them."""
+    lists = []
+    for o in _parse(overrides):
+        key = o.input_line.split("=", 1)[0]
+        values = list(o.sweep_string_iterator()) if o.is_sweep_override() else None
+        lists.append([f"{key}={v}" for v in values] if values else [o.input_line])
+    return [list(job) for job in itertools.product(*lists)]
+
+
+def compose(config_name: str, overrides: list[str], hydra_node: bool = False) -> DictConfig:
+    """A configuration as ``python -m experiments.<app> <overrides>`` composes it."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from .config import register
+
+    register()
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
+        return hydra_compose(config_name=config_name, overrides=overrides,
+                             return_hydra_config=hydra_node)
+
+
+class StudyConfigs:
+    """A study's configurations, composing the study once: a job that only changes scalar
+    values of existing keys is that composition with the values set (OmegaConf's public
+    ``update``, the values parsed by Hydra's override grammar); any other job is composed in
+    full. A test compares both ways on every study."""
+
+    def __init__(self, config_name: str, base: list[str]) -> None:
+        self.config_name, self.base = config_name, base
+        self.composed = compose(config_name, base)
+
+    def job(self, overrides: list[str]) -> DictConfig:
+        extra = overrides[len(self.base):] if overrides[:len(self.base)] == self.base \
+            else None
+        cfg = self.composed.copy()
+        if extra is None:
+            return compose(self.config_name, overrides)
+        for o in _parse(extra):
+            key = o.key_or_group
+            node = OmegaConf.select(cfg, key, default=None)
+            if (o.type.name != "CHANGE" or o.package is not None or isinstance(node, DictConfig)
+                    or OmegaConf.select(cfg, key, default="<missing>") == "<missing>"):
+                return compose(self.config_name, overrides)
+            OmegaConf.update(cfg, key, o.value(), merge=True)
+        return cfg
+
+
+def study_jobs(study: str, base: list[str]) -> list[Job]:
+    """Every configuration of ``conf/experiment/<study>.yaml`` with ``base`` overrides."""
+    args = [f"+experiment={study}", *base]
+    node = compose("config", args, hydra_node=True).hydra
+    params = [f"{k}={v}" for k, v in (node.sweeper.params or {}).items()]
+    configs = StudyConfigs("config", args)
+    return [Job("run", study, i, OmegaConf.to_container(configs.job(job), resolve=True))
+            for i, job in enumerate(_ordered(args, params))]
+
+
+def _ordered(args: list[str], params: list[str]) -> list[list[str]]:
+    """The study's overrides first, then one value of each swept key."""
+    return [[*args, *job] for job in sweep(params)] if params else [list(args)]
+
+
+def reembed_jobs(base: list[str]) -> list[Job]:
+    """The re-embedding study's configurations (documents of each length, five seeds)."""
+    from . import reembed_study  # noqa: F401 - registers the study's schema
+
+    configs = StudyConfigs("reembed_study", base)
+    jobs = []
+    for i, (n, seed) in enumerate(itertools.product(REEMBED_LENGTHS, REEMBED_SEEDS)):
+        cfg = configs.job([*base, f"n_paragraphs={n}", f"seed={seed}"])
+        jobs.append(Job("reembed", "reembed_length", i, OmegaConf.to_container(cfg,
+                                                                                 resolve=True)))
+    return jobs
+
+
+def finished(job: Job, base_dir: Path) -> bool:
+    """Whether the job's results directory is finished (a configuration read in place is
+    never assumed finished here: its worker checks the data's content)."""
+    from .reembed_study import REEMBED_FILE, config_fingerprint_of
+    from .results.record import is_finished, results_dir
+    from .run import config_fingerprint
+
+    cfg = OmegaConf.create(job.config)
+    if not cfg.mlflow.skip_finished:
+        return False
+    if job.app == "reembed":
+        out = results_dir(base_dir / cfg.results_root, cfg.study, config_fingerprint_of(cfg))
+        return (out / REEMBED_FILE).is_file()
+    if cfg.dataset.kind == "jsonl":
+        return False
+    out = results_dir(base_dir / cfg.results_root, cfg.study, config_fingerprint(cfg, None))
+    return is_finished(out)
+
+
+def run_job(job: Job, base_dir: str, log: str) -> int:
+    """Run one job in this process, its output into ``log``; returns its exit code."""
+    from .reembed_study import run_reembed
+    from .run import run_pipeline
+
+    cfg = OmegaConf.create(job.config)
+    with open(log, "w", encoding="utf-8") as fh, redirect_stdout(fh), redirect_stderr(fh):
+        try:
+            if job.app == "reembed":
+                run_reembed(cfg, Path(base_dir))
+            else:
+                run_pipeline(cfg, Path(base_dir))
+        except SystemExit as e:
+            return e.code if isinstance(e.code, int) else 1
+    return 0
+
+
+def best_dev_weights(results_root: Path) -> dict[str, float]:
+    """The grid point with the highest development accuracy (ties: the one nearest the
+    paper's defaults, then the smallest weights), read from the results directories."""
+    from .figures import Store
+
+    runs = Store(results_root).parents("paper_weights_dev")
+    runs = [r for r in runs if "smartvector" in r.methods]
+    if not runs:
+        raise SystemExit("error: the weight grid has no finished results")
+    default = ScoringWeights()
+
+    def key(run) -> tuple:
+        w = [float(run.data.params[f"store.weights.{n}"]) for n in WEIGHT_NAMES]
+        total = sum(w)
+        dist = sum((x / total - getattr(default, n)) ** 2
+                   for x, n in zip(w, WEIGHT_NAMES, strict=True))
+        return (-run.methods["smartvector"]["top1_accuracy"], round(dist, 12), w)
+
+    best = min(runs, key=key)
+    return {n: float(best.data.params[f"store.weights.{n}"]) for n in WEIGHT_NAMES}
 
 
 def _cpu_s() -> float:
-    """User + system CPU seconds of this process and its ended children (and of the
-    processes they waited for): a study's CPU is the difference around it, the check
-    against the store that may skip it included."""
     return sum(r.ru_utime + r.ru_stime for r in
                (resource.getrusage(resource.RUSAGE_SELF),
                 resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
-def _run(args: list[str]) -> float:
-    print("$ python " + " ".join(args), flush=True)
-    t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, *args], check=False)
-    if proc.returncode != 0:
-        raise SystemExit(f"error: study failed (exit {proc.returncode}): python {' '.join(args)}")
-    return time.perf_counter() - t0
+def execute(jobs: Iterator[Job], n_workers: int, base_dir: Path, log_dir: Path,
+            bar: tqdm) -> list[str]:
+    """Run the jobs (at most ``n_workers`` at once; 1: in this process); returns the
+    failures, one line each."""
+    failures = []
 
+    def done(job: Job, code: int) -> None:
+        bar.update()
+        if code != 0:
+            failures.append(f"{job.study} job {job.number} (exit {code}): see "
+                            f"{log_dir / f'{job.study}-{job.number}.log'}")
 
-def sweep_jobs(study: str, overrides: list[str]) -> list[list[str]]:
-    """The overrides of every job of ``python -m experiments.run -m +experiment=<study>
-    <overrides>``, expanded as Hydra's basic sweeper expands them (the study's
-    ``hydra.sweeper.params`` first, then the command line's). Composed once per study and
-    overrides in this process (the driver asks for each study's jobs more than once)."""
-    return [list(job) for job in _sweep_jobs(study, tuple(overrides))]
-
-
-@functools.cache
-def _sweep_jobs(study: str, overrides: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
-    from hydra import compose, initialize_config_dir
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from .config import register
-
-    register()  # the structured schemas the configs name
-    args = [f"+experiment={study}", *overrides]
-    with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
-        hc = compose(config_name="config", overrides=args, return_hydra_config=True).hydra
-    params = [f"{k}={v}" for k, v in (hc.sweeper.params or {}).items()]
-    parsed = OverridesParser.create().parse_overrides([*params, *args])
-    return tuple(tuple(job) for batch in BasicSweeper.split_arguments(parsed, None)
-                 for job in batch)
-
-
-def first_pending(study: str, overrides: list[str]) -> str | None:
-    """The first job of the study's sweep whose configuration is not FINISHED in the
-    MLflow store (its overrides, space-separated), or None when every one is: the whole
-    sweep can then be skipped without starting it (Hydra, its workers and a configuration
-    composition per job for nothing). Each job's fingerprint is computed as the runner
-    computes it (:func:`experiments.run.config_fingerprint`) and looked up in one search per
-    experiment (:func:`experiments.tracking.finished_configurations`). Anything this cannot
-    decide counts as pending: the sweep then runs, and skips what is finished itself."""
-    from hydra import compose, initialize_config_dir
-
-    from . import run as runner
-    from .tracking import finished_configurations
-
-    base = Path.cwd()
-    jobs = sweep_jobs(study, [o for o in overrides if not o.startswith("hydra")])
-    with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
+    if n_workers == 1:
         for job in jobs:
-            cfg = compose(config_name="config", overrides=job)
-            if not (cfg.mlflow.enabled and cfg.mlflow.skip_finished):
-                return " ".join(job)
-            uri = resolve_tracking_uri(cfg.mlflow.tracking_uri, base)
-            done = finished_configurations(uri, cfg.mlflow.experiment)
-            fp = runner.config_fingerprint(cfg, runner._dataset_fingerprint(cfg, base))
-            if not done or fp not in done:
-                return " ".join(job)
-    return None
-
-
-def _all_finished(study: str, overrides: list[str]) -> bool:
-    try:
-        pending = first_pending(study, overrides)
-    except Exception as e:  # noqa: BLE001 - cannot tell: run the sweep (it skips by itself)
-        print(f"note: could not check {study} against the store ({e}); running its sweep",
-              flush=True)
-        return False
-    if pending is None:
-        print(f"skipped: study {study}: every configuration already finished in the store",
-              flush=True)
-    return pending is None
-
-
-def _study_command(study: str, base: list[str], common: list[str]) -> list[str]:
-    """The command that runs a study on its own: a sweep (``-m``, with ``common``'s launcher),
-    or, for a study of one configuration (the real corpora), a single run with ``base``'s
-    overrides: a single run replays its methods side by side on every core and embeds in a
-    process of its own, where a one-job sweep would replay them one at a time in one process.
-    The results are the same either way (the output directory is ``outputs/`` instead of
-    ``multirun/``)."""
-    if is_single_run(study, base):
-        return ["-m", "experiments.run", f"+experiment={study}", *base]
-    return ["-m", "experiments.run", "-m", f"+experiment={study}", *common]
-
-
-def is_single_run(study: str, base: list[str]) -> bool:
-    """Whether the study is one configuration (run as a single run, not a sweep)."""
-    return len(sweep_jobs(study, base)) == 1
-
-
-def studies_command(studies: list[str], common: list[str]) -> list[str]:
-    """One sweep of several studies' jobs (``hydra/sweeper=studies``): each entry is a study
-    name, optionally followed by overrides of its own. The jobs are the studies' own sweeps'
-    (same configurations, same directories ``multirun/<study>/<time>``), launched together
-    on one set of workers: one process and one start of the workers instead of one per study,
-    and no core left idle at the end of each study. The sweep's own record
-    (``multirun.yaml``) goes to ``multirun/paper/<time>``."""
-    from hydra_plugins.smartvector_sweeper.studies import quoted
-
-    launcher = [o for o in common if not o.startswith("hydra/sweeper=")]
-    return ["-m", "experiments.run", "-m", "hydra/sweeper=studies",
-            f"hydra.sweeper.studies=[{','.join(quoted(s) for s in studies)}]",
-            "hydra.sweep.dir=multirun/paper/${now:%Y-%m-%d_%H-%M-%S}", *launcher]
-
-
-def best_dev_weights(tracking_uri: str) -> dict[str, float]:
-    """The grid point with the highest development accuracy (ties: the one nearest the
-    paper's defaults, then the smallest weights), read from the MLflow store."""
-    import mlflow
-
-    mlflow.set_tracking_uri(tracking_uri)
-    exp = mlflow.get_experiment_by_name("paper_weights_dev")
-    if exp is None:
-        raise SystemExit("error: no paper_weights_dev experiment in the MLflow store")
-    runs = mlflow.search_runs([exp.experiment_id], output_format="list",
-                              filter_string="tags.method = 'smartvector' and "
-                                            "attributes.status = 'FINISHED'")
-    default = ScoringWeights()
-    names = ("semantic", "temporal", "confidence", "relational")
-
-    def key(run) -> tuple:
-        w = [float(run.data.params[f"store.weights.{n}"]) for n in names]
-        total = sum(w)
-        dist = sum((x / total - getattr(default, n)) ** 2 for x, n in zip(w, names, strict=True))
-        return (-run.data.metrics["top1_accuracy"], round(dist, 12), w)
-
-    if not runs:
-        raise SystemExit("error: the weight grid has no finished runs")
-    best = min(runs, key=key)
-    return {n: float(best.data.params[f"store.weights.{n}"]) for n in names}
+            done(job, run_job(job, str(base_dir), str(log_dir / f"{job.study}-"
+                                                               f"{job.number}.log")))
+        return failures
+    context = multiprocessing.get_context("spawn")
+    with cf.ProcessPoolExecutor(n_workers, mp_context=context) as pool:
+        running = {}
+        for job in jobs:
+            if len(running) >= 2 * n_workers:
+                ended, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
+                for f in ended:
+                    done(running.pop(f), f.result())
+            running[pool.submit(run_job, job, str(base_dir),
+                                str(log_dir / f"{job.study}-{job.number}.log"))] = job
+        for f in cf.as_completed(running):
+            done(running[f], f.result())
+    return failures
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--embedder", default="minilm", help="minilm (default) or hashing")
     parser.add_argument("--tracking-uri", default="sqlite:///mlflow.db")
+    parser.add_argument("--results-root", default="outputs")
     parser.add_argument("--jobs", type=int, default=2,
-                        help="parallel jobs per sweep (joblib launcher; 1: one after another "
-                             "in one process)")
+                        help="worker processes (1: one job after another in this process)")
     parser.add_argument("--only", nargs="*", default=None,
-                        help=f"studies to run (default all): {', '.join(SWEEPS)}, "
+                        help=f"studies to run (default all): {', '.join(STUDIES)}, "
                              "reembed_length, weights_test")
-    parser.add_argument("--force-sweeps", action="store_true",
-                        help="start every study's sweep even when the store already holds "
-                             "all its configurations (the sweep still skips finished jobs)")
+    parser.add_argument("--force", action="store_true",
+                        help="run every configuration again, even finished ones")
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")
-    base = [f"embedder={args.embedder}", f"mlflow.tracking_uri={args.tracking_uri}"]
-    launcher = (["hydra/launcher=joblib", f"hydra.launcher.n_jobs={args.jobs}"]
-                if args.jobs > 1 else [])  # each worker loads the model once, for its jobs
-    # the studies' configurations are composed by the tests: each sweep composes only its
-    # studies' first jobs before launching (hydra_plugins/smartvector_sweeper)
-    common = [*base, "hydra/sweeper=check_first", *launcher]
-    wanted = set(args.only) if args.only else set(SWEEPS) | {"reembed_length", "weights_test"}
-    timings: dict[str, float] = {}
-    cpu: dict[str, float] = {}  # CPU seconds of each step (this process's and its children's)
+    base_dir = Path.cwd()
+    base = [f"embedder={args.embedder}", f"mlflow.tracking_uri={args.tracking_uri}",
+            f"results_root={args.results_root}",
+            *(["mlflow.skip_finished=false"] if args.force else [])]
+    wanted = list(args.only) if args.only else [*STUDIES, "reembed_length", "weights_test"]
+    unknown = set(wanted) - {*STUDIES, "reembed_length", "weights_test"}
+    if unknown:
+        parser.error(f"unknown study {sorted(unknown)[0]!r}")
+    log_dir = base_dir / "multirun" / "paper" / time.strftime("%Y-%m-%d_%H-%M-%S")
+    log_dir.mkdir(parents=True, exist_ok=True)
     t0, cpu0 = time.perf_counter(), _cpu_s()
-
-    def step(name: str, run: Callable[[], object]) -> None:
-        t1, c1 = time.perf_counter(), _cpu_s()
-        run()
-        timings[name] = time.perf_counter() - t1
-        cpu[name] = _cpu_s() - c1
-
-    studies = [n for n in SWEEPS if n in wanted]
-    singles = [n for n in studies if is_single_run(n, base)]
-    swept = [n for n in studies if n not in singles]
-    uri = resolve_tracking_uri(args.tracking_uri, Path.cwd())
-    if swept:  # the synthetic studies: one sweep of every study with a job left to run
-        def sweep() -> None:
-            # with no database yet every study is pending: checking each (~1.2 s on one
-            # core before the sweep starts) would say so
-            fresh = sqlite_file_missing(uri)
-            pending = [n for n in swept
-                       if args.force_sweeps or fresh or not _all_finished(n, common)]
-            if pending:
-                _run(studies_command(pending, common))
-        step(SWEPT, sweep)
-    for name in singles:
-        def single(name: str = name) -> None:
-            if args.force_sweeps or not _all_finished(name, common):
-                _run(_study_command(name, base, common))
-        step(name, single)
+    jobs = [j for s in STUDIES if s in wanted for j in study_jobs(s, base)]
     if "reembed_length" in wanted:
-        step("reembed_length", lambda: _run([
-            "-m", "experiments.reembed_study", "-m", f"n_paragraphs={REEMBED_LENGTHS}",
-            "seed=0,1,2,3,4", f"mlflow.tracking_uri={args.tracking_uri}", *launcher]))
-    if "weights_test" in wanted:
-        tuned = best_dev_weights(uri)
-        print(f"weights chosen on the development split: {tuned}")
-
-        def weights_test() -> None:
-            entries = [" ".join(["weights_test", *extra]) for extra in
-                       ([], [f"store.weights.{k}={v}" for k, v in tuned.items()])]
-            pending = [e for e in entries if args.force_sweeps
-                       or not _all_finished("weights_test", [*common, *e.split()[1:]])]
-            if pending:
-                _run(studies_command(pending, common))
-        step("weights_test", weights_test)
+        jobs += reembed_jobs([b for b in base if not b.startswith("embedder=")])
+    pending = [j for j in jobs if not finished(j, base_dir)]
+    print(f"{len(jobs)} configurations, {len(jobs) - len(pending)} already finished; "
+          f"job logs in {log_dir}", flush=True)
+    with tqdm(total=len(pending), desc="configurations", unit="job") as bar:
+        failures = execute(iter(pending), args.jobs, base_dir, log_dir, bar)
+    timings = {"studies": time.perf_counter() - t0}
+    if "weights_test" in wanted and not failures:
+        tuned = best_dev_weights(base_dir / args.results_root)
+        print(f"weights chosen on the development split: {tuned}", flush=True)
+        held_out = [j for extra in ([], [f"store.weights.{k}={v}" for k, v in tuned.items()])
+                    for j in study_jobs("weights_test", [*base, *extra])]
+        held_out = [Job(j.app, j.study, n, j.config) for n, j in enumerate(held_out)]
+        todo = [j for j in held_out if not finished(j, base_dir)]
+        with tqdm(total=len(todo), desc="held-out weights", unit="job") as bar:
+            failures += execute(iter(todo), args.jobs, base_dir, log_dir, bar)
     timings["total"] = time.perf_counter() - t0
-    cpu["total"] = _cpu_s() - cpu0
+    for line in failures:
+        print(f"error: {line}", file=sys.stderr)
     print(json.dumps({**{k: round(v, 1) for k, v in timings.items()},
-                      "cpu_s": {k: round(v, 1) for k, v in cpu.items()}}, indent=2))
-    return 0
+                      "cpu_s": round(_cpu_s() - cpu0, 1)}, indent=2))
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

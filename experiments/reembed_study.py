@@ -17,16 +17,19 @@ from pathlib import Path
 
 import hydra
 from hydra.core.config_store import ConfigStore
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from smartvector.chunking import chunk_text
+from smartvector.fileio import atomic_write_text
 
 from .config import MlflowConfig
 from .corpora.policy_synth import PolicySynthConfig, generate
 from .reembed import text_edit_costs
-from .resilience import fewer_full_collections, quick_worker_exit
-from .tracking import fingerprint, flatten, git_commit, open_for_run, resolve_tracking_uri
+from .results.provenance import fingerprint, flatten, git_commit
+from .results.record import CONFIG_FILE, claim, results_dir
+
+#: the study's results file in its results directory
+REEMBED_FILE = "reembed.json"
 
 
 @dataclass
@@ -38,6 +41,7 @@ class ReembedStudyConfig:
     n_edits: int = 100
     window: int = 500
     overlap: int = 50
+    results_root: str = "outputs"
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
 
 
@@ -52,40 +56,53 @@ def documents(n_paragraphs: int, n_docs: int, seed: int) -> list[str]:
     return ["\n\n".join(rng.choice(pool) for _ in range(n_paragraphs)) for _ in range(n_docs)]
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="reembed_study")
-def main(cfg: DictConfig) -> None:
-    quick_worker_exit()  # a sweep's joblib worker ends without tearing its modules down
-    fewer_full_collections()  # ... and runs no full garbage collection after every job
+def config_fingerprint_of(cfg: DictConfig) -> str:
+    """The configuration's fingerprint (the keys that change no result left out)."""
+    container = OmegaConf.to_container(cfg, resolve=True)
+    return fingerprint({k: v for k, v in container.items() if k not in ("mlflow",
+                                                                        "results_root")})
+
+
+def run_reembed(cfg: DictConfig, base: Path) -> None:
+    """One configuration: the costs written to its results directory, then logged."""
     if cfg.n_paragraphs < 1 or cfg.n_docs < 1 or cfg.n_edits < 1:
         raise SystemExit("error: n_paragraphs, n_docs and n_edits must be >= 1")
-    out_dir = Path(HydraConfig.get().runtime.output_dir)
-    container = OmegaConf.to_container(cfg, resolve=True)
-    fp = fingerprint({k: v for k, v in container.items() if k != "mlflow"})
-    tracker = None
-    if cfg.mlflow.enabled:  # a configuration already in the store is skipped, as runs are
-        base = Path(hydra.utils.get_original_cwd())
-        status, tracker = open_for_run(
-            resolve_tracking_uri(cfg.mlflow.tracking_uri, base), cfg.mlflow.experiment,
-            (base / cfg.mlflow.artifact_location).resolve(), fp, cfg.mlflow.skip_finished)
-        if status["state"] == "finished":
-            print(f"skipped: reembed-{cfg.n_paragraphs}p-seed{cfg.seed} (configuration {fp}) "
-                  f"already finished as MLflow run {status['run_id']} "
+    fp = config_fingerprint_of(cfg)
+    out = results_dir(base / cfg.results_root, cfg.study, fp)
+    name = f"reembed-{cfg.n_paragraphs}p-seed{cfg.seed}"
+    with claim(out):
+        if cfg.mlflow.skip_finished and (out / REEMBED_FILE).is_file():
+            print(f"skipped: {name} (configuration {fp}) already finished in {out} "
                   "(force with mlflow.skip_finished=false)")
             return
-        if tracker is None:
-            print(f"warning: {status['reason']}; running anyway, the metrics are kept in "
-                  f"{out_dir / 'metrics.json'} only", file=sys.stderr)
-    docs = documents(cfg.n_paragraphs, cfg.n_docs, cfg.seed)
-    metrics = text_edit_costs(docs, cfg.n_edits, cfg.seed, cfg.window, cfg.overlap)
-    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+        docs = documents(cfg.n_paragraphs, cfg.n_docs, cfg.seed)
+        metrics = text_edit_costs(docs, cfg.n_edits, cfg.seed, cfg.window, cfg.overlap)
+        (out / CONFIG_FILE).write_text(OmegaConf.to_yaml(cfg, resolve=True))
+        atomic_write_text(out / REEMBED_FILE, json.dumps(metrics, indent=2, sort_keys=True)
+                          + "\n")
     print(f"{cfg.n_paragraphs} paragraphs: " + ", ".join(
         f"{k.removeprefix('reembed_')} {v:.2f}" for k, v in metrics.items()))
-    if tracker is not None:
-        with tracker.run(f"reembed-{cfg.n_paragraphs}p-seed{cfg.seed}",
-                         {"config_fingerprint": fp, "git_commit": git_commit(base),
-                          "study": cfg.study}):
-            tracker.log_params(flatten(container))
-            tracker.log_metrics(metrics)
+    if cfg.mlflow.enabled:
+        try:
+            import mlflow
+
+            from .results.mlflow_export import resolve_tracking_uri
+
+            mlflow.set_tracking_uri(resolve_tracking_uri(cfg.mlflow.tracking_uri, base))
+            mlflow.set_experiment(cfg.mlflow.experiment)
+            with mlflow.start_run(run_name=name, tags={
+                    "config_fingerprint": fp, "study": cfg.study,
+                    "provenance.git_commit": git_commit(base), "results_dir": str(out)}):
+                mlflow.log_params(flatten(OmegaConf.to_container(cfg, resolve=True)))
+                mlflow.log_metrics(metrics)
+        except Exception as e:  # noqa: BLE001 - the results are on disk
+            print(f"warning: not logged to MLflow ({e}); the results are in {out}",
+                  file=sys.stderr)
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="reembed_study")
+def main(cfg: DictConfig) -> None:
+    run_reembed(cfg, Path(hydra.utils.get_original_cwd()))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -67,9 +67,15 @@ def feedback_chosen(seed: int, query_id: str, rate: float) -> bool:
     return int.from_bytes(h[:8], "big") / 2**64 < rate
 
 
-def replay(
+def replay(dataset: Dataset, retriever: Retriever, query_vectors: Mapping[str, np.ndarray],
+           **kw) -> ReplayResult:
+    """One method's replay (see :func:`replay_shared`)."""
+    return replay_shared(dataset, [retriever], query_vectors, **kw)[0]
+
+
+def replay_shared(
     dataset: Dataset,
-    retriever: Retriever,
+    retrievers: Sequence[Retriever],
     query_vectors: Mapping[str, np.ndarray],
     *,
     k: int = 5,
@@ -77,21 +83,29 @@ def replay(
     mode: str = "replay",
     feedback_rate: float = 0.0,
     seed: int = 0,
-) -> ReplayResult:
-    """Run one method over the dataset; its run holds one ranking per query.
+) -> list[ReplayResult]:
+    """Replay the dataset once into the first retriever's state; every retriever answers
+    every query from it (the others share that state: see
+    :meth:`~experiments.retrievers.base.Retriever.state_key`). One result per retriever.
 
     ``mode="replay"`` answers each query when it is asked. ``mode="time_travel"`` ingests the
     whole corpus first (consolidating at the same points) and then asks every query "as of"
     its ``asked_at``: time-aware methods search at that time, time-blind ones see the final
     state. (Build the retriever's store with ``record_access=False`` for time travel.)
-    ``feedback_rate`` (replay only) is the share of queries whose top-1 answer the simulated
-    user accepts (if correct) or corrects.
+    ``feedback_rate`` (replay only, one retriever only) is the share of queries whose top-1
+    answer the simulated user accepts (if correct) or corrects.
     """
     if mode not in ("replay", "time_travel"):
         raise ValueError(f"protocol.mode must be 'replay' or 'time_travel', got {mode!r}")
     if mode == "time_travel" and feedback_rate > 0:
         raise ValueError("feedback simulation needs protocol.mode=replay")
-    result = ReplayResult(retriever.name)
+    if feedback_rate > 0 and len(retrievers) > 1:
+        raise ValueError("feedback changes a method's state: it cannot share a replay")
+    leader = retrievers[0]
+    for r in retrievers[1:]:
+        r.share_state(leader)
+    results = [ReplayResult(r.name) for r in retrievers]
+    main = results[0]
     injected = injected_docs(dataset)
     dirty_day: int | None = None
     pending: list[Query] = []
@@ -100,33 +114,37 @@ def replay(
         end = max(end, t)
         day = int(t // DAY)
         if dirty_day is not None and schedule.daily and day != dirty_day:
-            retriever.consolidate(t)
-            result.consolidations += 1
+            leader.consolidate(t)
+            main.consolidations += 1
             dirty_day = None
         if kind == 0:
             t0 = time.perf_counter()
-            result.chunks_ingested += retriever.ingest(obj)
-            result.ingest_seconds += time.perf_counter() - t0
+            main.chunks_ingested += leader.ingest(obj)
+            main.ingest_seconds += time.perf_counter() - t0
             dirty_day = day
             continue
         if dirty_day is not None and schedule.before_queries:
-            retriever.consolidate(t)
-            result.consolidations += 1
+            leader.consolidate(t)
+            main.consolidations += 1
             dirty_day = None
         if mode == "time_travel":
             pending.append(obj)
             continue
-        ranking = _answer(retriever, obj, query_vectors[obj.id], k, obj.ts, result)
-        if feedback_chosen(seed, obj.id, feedback_rate) and ranking.hits:
-            top = ranking.hits[0]
-            ok = grade_hit(top, obj, injected) == Grade.CORRECT
-            retriever.feedback(top, ok, obj.ts)
-            result.feedback[obj.id] = "accepted" if ok else "corrected"
+        for r, res in zip(retrievers, results, strict=True):
+            ranking = _answer(r, obj, query_vectors[obj.id], k, obj.ts, res)
+            if feedback_chosen(seed, obj.id, feedback_rate) and ranking.hits:
+                top = ranking.hits[0]
+                ok = grade_hit(top, obj, injected) == Grade.CORRECT
+                r.feedback(top, ok, obj.ts)
+                res.feedback[obj.id] = "accepted" if ok else "corrected"
     for q in pending:
-        _answer(retriever, q, query_vectors[q.id], k, q.ts if retriever.time_aware else end,
-                result)
-    result.n_vectors = retriever.size
-    return result
+        for r, res in zip(retrievers, results, strict=True):
+            _answer(r, q, query_vectors[q.id], k, q.ts if r.time_aware else end, res)
+    for r, res in zip(retrievers, results, strict=True):
+        res.n_vectors = r.size
+        res.chunks_ingested, res.ingest_seconds = main.chunks_ingested, main.ingest_seconds
+        res.consolidations = main.consolidations
+    return results
 
 
 def _answer(retriever: Retriever, q: Query, qvec: np.ndarray, k: int, at: float,

@@ -257,7 +257,7 @@ def log_mlflow(uri: str, grid: list[dict], s1: dict, s2: dict, per: pd.DataFrame
     try:
         import mlflow
 
-        from .tracking import resolve_tracking_uri
+        from .results.mlflow_export import resolve_tracking_uri
 
         mlflow.set_tracking_uri(resolve_tracking_uri(uri, Path.cwd()))
         mlflow.set_experiment("v2_selection")

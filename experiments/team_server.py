@@ -45,7 +45,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from .resilience import auth_problem, one_line, process_alive, process_start
-from .tracking import get_or_create_experiment, ui_url, with_pg_driver
+from .results.mlflow_export import get_or_create_experiment, ui_url, with_pg_driver
 
 ROOT = Path(__file__).resolve().parents[1]
 STATE_FILE = "server.json"

@@ -1,5 +1,6 @@
-"""Open the MLflow UI on a finished sweep in a real (headless) browser and check that the
-first page compares the methods: every method's key metrics on the runs table.
+"""Open the MLflow UI on an experiment in a real (headless) browser and check that the first
+page compares the methods: the chart view of the newest configuration, with every method's
+run and a bar of each of its key metrics.
 
     python -m experiments.ui_check --experiment NAME [--tracking-uri URI] [--screenshot PNG]
 
@@ -32,7 +33,13 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from .tracking import KEY_METRICS, absolute_sqlite, is_server_uri, ui_url, with_pg_driver
+from .results.mlflow_export import (
+    KEY_METRICS,
+    absolute_sqlite,
+    is_server_uri,
+    ui_url,
+    with_pg_driver,
+)
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                   "--no-first-run", "--disable-background-networking",
@@ -45,11 +52,12 @@ class CheckError(RuntimeError):
 
 @dataclass
 class Expected:
-    """What the first page should show: each method's parent-run metrics."""
+    """What the first page should show: each method's run and its key metrics."""
 
     experiment_id: str
     methods: list[str]
-    values: dict[str, list[float]] = field(default_factory=dict)  # "<metric>/<method>" -> ...
+    values: dict[str, list[float]] = field(default_factory=dict)  # metric -> each run's
+    results_uid: str | None = None
 
 
 def find_chromium() -> str:
@@ -61,7 +69,8 @@ def find_chromium() -> str:
 
 
 def expected_from_store(uri: str, experiment: str) -> Expected:
-    """The experiment's methods (from its nested runs) and its parents' key metrics."""
+    """The experiment's methods (a FINISHED run each, tagged ``method``) and their key
+    metrics, from the newest configuration (the first page shows the newest runs)."""
     from mlflow import MlflowClient
 
     client = MlflowClient(uri)
@@ -69,17 +78,18 @@ def expected_from_store(uri: str, experiment: str) -> Expected:
     if exp is None:
         raise CheckError(f"no experiment {experiment!r} in {uri}")
     runs = client.search_runs([exp.experiment_id], "attributes.status = 'FINISHED'",
-                              max_results=1000)
-    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    methods = sorted({r.data.tags["method"] for r in runs
-                      if "mlflow.parentRunId" in r.data.tags and "method" in r.data.tags})
-    if not parents or not methods:
-        raise CheckError(f"experiment {experiment!r} has no finished sweep runs")
-    out = Expected(exp.experiment_id, methods)
-    for m in methods:
+                              max_results=1000, order_by=["attributes.start_time DESC"])
+    runs = [r for r in runs if "method" in r.data.tags]
+    if not runs:
+        raise CheckError(f"experiment {experiment!r} has no finished method runs")
+    newest = runs[0].data.tags.get("results_uid")
+    runs = [r for r in runs if r.data.tags.get("results_uid") == newest]
+    out = Expected(exp.experiment_id, sorted({r.data.tags["method"] for r in runs}), {},
+                   newest)
+    for r in runs:
         for k in KEY_METRICS:
-            key = f"{k}/{m}"
-            out.values[key] = [p.data.metrics[key] for p in parents if key in p.data.metrics]
+            if k in r.data.metrics:
+                out.values.setdefault(k, []).append(r.data.metrics[k])
     return out
 
 
@@ -219,32 +229,40 @@ def shown(value: float, numbers: list[str]) -> bool:
 
 def missing_on_page(text: str, expected: Expected) -> list[str]:
     """What the page should show but does not (empty list: all there): the runs table, a
-    column per method and key metric, and at least one run's value in each."""
+    row per method, a column per key metric and every method's value in it."""
     missing = []
     if "Run Name" not in text:
-        missing.append("the runs table" + (" (the page shows the GenAI overview)"
-                                           if "Traces" in text else ""))
+        missing.append("the runs" + (" (the page shows the GenAI overview)"
+                                     if "Traces" in text else ""))
+    words = set(re.findall(r"[\w.-]+", text))
+    missing += [f"the run of {m}" for m in expected.methods if m not in words]
     numbers = numbers_in(text)
     for key, values in expected.values.items():
         if key not in text:
-            missing.append(f"column {key}")
-        elif values and not any(shown(v, numbers) for v in values):
-            missing.append(f"a value of {key}")
+            missing.append(f"the chart of {key}")
+            continue
+        absent = sum(not shown(v, numbers) for v in values)
+        if absent:
+            missing.append(f"{absent} of {len(values)} values of {key}")
     return missing
 
 
-def check(tracking_uri: str, experiment: str, screenshot: Path | None = None) -> list[str]:
-    """Open the UI on ``experiment`` and return what is missing from its first page."""
-    if is_server_uri(tracking_uri):
-        expected = expected_from_store(tracking_uri, experiment)
-        with loopback_proxy(tracking_uri) as url:
-            dom = render(ui_url(url, expected.experiment_id), screenshot=screenshot)
-    else:
-        uri = with_pg_driver(absolute_sqlite(tracking_uri, Path.cwd()))
-        expected = expected_from_store(uri, experiment)
-        with temporary_server(uri) as url:
-            dom = render(ui_url(url, expected.experiment_id), screenshot=screenshot)
-    return missing_on_page(visible_text(dom), expected)
+def check(tracking_uri: str, experiment: str, screenshot: Path | None = None,
+          attempts: int = 3) -> list[str]:
+    """Open the UI on ``experiment`` and return what is missing from its first page. The
+    chart view draws its charts after the runs arrive: a page caught before that is
+    rendered again, with more time (``attempts`` in all)."""
+    server = is_server_uri(tracking_uri)
+    uri = tracking_uri if server else with_pg_driver(absolute_sqlite(tracking_uri, Path.cwd()))
+    expected = expected_from_store(uri, experiment)
+    with (loopback_proxy(uri) if server else temporary_server(uri)) as url:
+        for attempt in range(attempts):
+            dom = render(ui_url(url, expected.experiment_id, expected.results_uid),
+                         budget_ms=25000 * (attempt + 1), screenshot=screenshot)
+            missing = missing_on_page(visible_text(dom), expected)
+            if not missing:
+                break
+    return missing
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -267,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"not on the first page: {'; '.join(missing)}", file=sys.stderr)
         return 1
-    print(f"ok: the UI opens {args.experiment!r} on its runs table with every method's "
+    print(f"ok: the UI opens {args.experiment!r} on a chart of every method's "
           f"{', '.join(KEY_METRICS)}" + (f" (screenshot {args.screenshot})"
                                          if args.screenshot else ""))
     return 0

@@ -27,7 +27,9 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from experiments import team_server, tracking, ui_check
+from experiments import team_server, ui_check
+from experiments.resilience import unreachable
+from experiments.results import mlflow_export
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ["embedder=hashing", "methods=[plain_cosine,smartvector]", "reembed.n_edits=0",
@@ -73,31 +75,18 @@ def _run(args: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT,
                           capture_output=True, timeout=timeout, check=False)
 
 
-def _family(runs: list) -> tuple[list, list]:
-    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
-    return parents, children
-
-
 def _all_runs(client, experiment: str) -> list:
     exp = client.get_experiment_by_name(experiment)
     return [] if exp is None else client.search_runs([exp.experiment_id], max_results=1000)
 
 
 def _check_sweep(runs: list, seeds: list[int]) -> None:
-    """Every configuration is one FINISHED parent with a FINISHED nested run per method and
-    each method's key metrics on the parent (equal to the nested run's, rounded)."""
-    parents, children = _family(runs)
+    """Every configuration has one FINISHED run per method with its key metrics."""
     assert [r for r in runs if r.info.status != "FINISHED"] == []  # none RUNNING/FAILED
-    assert sorted(int(p.data.params["seed"]) for p in parents) == seeds  # none lost or twice
-    assert len(children) == len(seeds) * len(METHODS)
-    for p in parents:
-        kids = {c.data.tags["method"]: c for c in children
-                if c.data.tags["mlflow.parentRunId"] == p.info.run_id}
-        assert sorted(kids) == METHODS
-        for m, kid in kids.items():
-            for k in tracking.KEY_METRICS:
-                assert p.data.metrics[f"{k}/{m}"] == round(kid.data.metrics[k], 4), (k, m)
+    got = sorted((int(r.data.params["seed"]), r.data.tags["method"]) for r in runs)
+    assert got == sorted((s, m) for s in seeds for m in METHODS)  # none lost or twice
+    for r in runs:
+        assert set(mlflow_export.KEY_METRICS) <= set(r.data.metrics)
 
 
 @contextmanager
@@ -197,19 +186,15 @@ def test_ray_sweep_logs_every_run_to_the_team_server(server: TeamServer, ray_swe
         runs = _all_runs(client, "cluster_sweep")
         _check_sweep(runs, SEEDS)
         exp = client.get_experiment_by_name("cluster_sweep")
-        parent = _family(runs)[0][0]
-        names = {a.path for a in client.list_artifacts(parent.info.run_id)}
-    assert {"metrics.json", "predictions.csv", "reliability.png"} <= names
+        run = runs[0]
+        names = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"results.json", "predictions.csv", "reliability.png", "config.yaml"} <= names
     # artifacts went through the server to its destination, not to a local ./mlartifacts
     assert exp.artifact_location.startswith("mlflow-artifacts:")
-    assert (server.artifacts / exp.experiment_id / parent.info.run_id / "artifacts" /
+    assert (server.artifacts / exp.experiment_id / run.info.run_id / "artifacts" /
             "predictions.csv").is_file()
     assert not (cwd / "mlartifacts").exists() and not (cwd / "mlruns").exists()
-    # the UI opens the experiment on its runs table, the methods' metrics as columns
     assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
-    view = json.loads(exp.tags[tracking.VIEW_TAG])
-    assert {f"metrics.`{k}/{m}`" for k in tracking.KEY_METRICS for m in METHODS} <= \
-        set(view["selectedColumns"])
     assert {r.data.tags["host"] for r in runs} and all(r.data.tags["pid"] for r in runs)
 
 
@@ -239,18 +224,19 @@ def test_team_server_refuses_requests_without_credentials(server: TeamServer,
     for user, expected in ((None, "no credentials were sent"),
                            ((ALICE[0], "wrong-password-123"), "of user 'alice' was refused")):
         with _as(user):
-            tracker, reason = tracking.open_tracker(server.url, "cluster_auth", artifacts)
-        assert tracker is None and expected in reason, reason
+            opened, reason = mlflow_export.open_experiment(server.url, "cluster_auth",
+                                                           artifacts)
+        assert opened is None and expected in reason, reason
         assert "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD" in reason
     with _as(ALICE):
-        tracker, reason = tracking.open_tracker(server.url, "cluster_auth", artifacts)
-    assert reason is None and tracker is not None
+        opened, reason = mlflow_export.open_experiment(server.url, "cluster_auth", artifacts)
+    assert reason is None and opened is not None
     assert not artifacts.exists()  # a server's experiments keep artifacts on the server
 
     # a run with a wrong password still finishes, says why in one line and how to import
     env = server.env((ALICE[0], "wrong-password-123"))
     res = _run(["-m", "experiments.run", *FAST, "study=cluster_auth",
-                f"hydra.run.dir={tmp_path}/run"], env=env, cwd=tmp_path)
+                f"results_root={tmp_path}/run"], env=env, cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     warned = [ln for ln in res.stderr.splitlines() if ln.startswith("warning: ")]
     assert any("password of user 'alice' was refused" in w for w in warned), res.stderr
@@ -261,10 +247,9 @@ def test_team_server_refuses_requests_without_credentials(server: TeamServer,
     import mlflow
 
     with _as(ALICE):
-        parents, children = _family(_all_runs(mlflow.MlflowClient(server.url),
-                                              "cluster_auth"))
-    assert len(parents) == 1 and len(children) == len(METHODS)
-    assert all(r.info.status == "FINISHED" for r in parents + children)
+        runs = _all_runs(mlflow.MlflowClient(server.url), "cluster_auth")
+    assert sorted(r.data.tags["method"] for r in runs) == METHODS
+    assert all(r.info.status == "FINISHED" for r in runs)
 
 
 def test_team_server_start_errors_are_one_line(server: TeamServer, tmp_path: Path) -> None:
@@ -313,15 +298,15 @@ def test_ui_opens_on_the_method_comparison(server: TeamServer, ray_sweep,
 
 
 def test_ui_check_reports_what_the_page_lacks() -> None:
-    expected = ui_check.Expected("1", METHODS, {"top1_accuracy/smartvector": [0.1234],
-                                                "ece/smartvector": [0.25]})
+    expected = ui_check.Expected("1", METHODS, {"top1_accuracy": [0.1234, 0.5],
+                                                "ece": [0.25, 0.375]})
     overview = "raytest Overview Traces 0 No data available for the selected time range"
     assert ui_check.missing_on_page(overview, expected) == [
-        "the runs table (the page shows the GenAI overview)",
-        "column top1_accuracy/smartvector", "column ece/smartvector"]
-    table = "Run Name Created top1_accuracy/smartvector ece/smartvector run-seed0 0.1234 0.3"
-    assert ui_check.missing_on_page(table, expected) == ["a value of ece/smartvector"]
-    assert ui_check.missing_on_page(table.replace("0.3", "0.25"), expected) == []
+        "the runs (the page shows the GenAI overview)", "the run of plain_cosine",
+        "the run of smartvector", "the chart of top1_accuracy", "the chart of ece"]
+    charts = ("Run Name plain_cosine smartvector top1_accuracy 0.12 0.50 ece 0.25 0.3")
+    assert ui_check.missing_on_page(charts, expected) == ["1 of 2 values of ece"]
+    assert ui_check.missing_on_page(charts.replace("0.3", "0.38"), expected) == []
 
 
 # --- a fresh SQLite file --------------------------------------------------------------------
@@ -339,7 +324,7 @@ def test_eight_parallel_jobs_on_a_fresh_sqlite_file_lose_none(tmp_path: Path) ->
     t0 = time.time()
     procs = [subprocess.Popen([sys.executable, "-m", "experiments.run", *FAST,
                                "study=fresh_sqlite", f"seed={seed}",
-                               f"hydra.run.dir={tmp_path}/job{seed}"],
+                               f"results_root={tmp_path}/out"],
                               cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE) for seed in SEEDS]
     results = [p.communicate(timeout=600) for p in procs]
@@ -402,35 +387,32 @@ def test_slurm_preset() -> None:
 def test_uris_and_artifact_locations(tmp_path: Path) -> None:
     have_psycopg3 = importlib.util.find_spec("psycopg") is not None
     have_psycopg2 = importlib.util.find_spec("psycopg2") is not None
-    pg = tracking.with_pg_driver("postgresql://u:p@db/mlflow")
+    pg = mlflow_export.with_pg_driver("postgresql://u:p@db/mlflow")
     if have_psycopg2 and not have_psycopg3:
         assert pg == "postgresql+psycopg2://u:p@db/mlflow"
-    assert tracking.with_pg_driver("postgresql+psycopg2://u:p@db/x").endswith("@db/x")
-    assert tracking.with_pg_driver("sqlite:///x.db") == "sqlite:///x.db"
-    loc = tracking.artifact_location_for
+    assert mlflow_export.with_pg_driver("postgresql+psycopg2://u:p@db/x").endswith("@db/x")
+    assert mlflow_export.with_pg_driver("sqlite:///x.db") == "sqlite:///x.db"
+    loc = mlflow_export.artifact_location_for
     assert loc("sqlite:////data/team/mlflow.db", "mlartifacts", tmp_path) == \
+        Path("/data/team/mlartifacts")
+    assert loc("sqlite:////data/team/mlflow.db", None, tmp_path) == \
         Path("/data/team/mlartifacts")
     assert loc("sqlite:////data/team/mlflow.db", "/abs/art", tmp_path) == Path("/abs/art")
     assert loc("http://server:5000", "mlartifacts", tmp_path) == tmp_path / "mlartifacts"
-    assert tracking.is_server_uri("https://x") and not tracking.is_server_uri("sqlite:///x")
+    assert mlflow_export.is_server_uri("https://x")
+    assert not mlflow_export.is_server_uri("sqlite:///x")
     assert team_server.mask("postgresql+psycopg2://mlflow:s3cret@127.0.0.1:5/db") == \
         "postgresql+psycopg2://mlflow:***@127.0.0.1:5/db"
-    assert tracking.unreachable("postgresql+psycopg2://u:p@127.0.0.1:9/db").startswith(
+    assert unreachable("postgresql+psycopg2://u:p@127.0.0.1:9/db").startswith(
         "cannot reach the postgresql database at 127.0.0.1:9")
 
 
-def test_parent_summary_and_ui_view() -> None:
-    metrics = {"methods": {m: {"quality": {"top1_accuracy": 0.123456, "stale_rate": 0.0,
-                                           "contradicted_rate": 0.5, "ece": 0.25,
-                                           "recall_at_3": 0.9}} for m in METHODS}}
-    summary = tracking.method_summary(metrics)
-    assert summary["top1_accuracy/smartvector"] == 0.1235
-    assert len(summary) == len(METHODS) * len(tracking.KEY_METRICS)
-    first = tracking.view_state(["top1_accuracy/a", "ece/a"])
-    merged = json.loads(tracking.view_state(["ece/b", "top1_accuracy/b"], first))
-    assert merged["columnOrder"] == ["attributes.`Run Name`", "metrics.`top1_accuracy/a`",
-                                     "metrics.`top1_accuracy/b`", "metrics.`ece/a`",
-                                     "metrics.`ece/b`"]
-    assert tracking.view_state(["ece/b", "top1_accuracy/b"], json.dumps(merged)) == \
-        json.dumps(merged, separators=(",", ":"))
-    assert "viewStateShareKey=methods" in tracking.ui_url("http://h:5000/", "7")
+def test_logged_metrics_and_the_ui_link() -> None:
+    quality = {"top1_accuracy": 0.5, "stale_rate": 0.1, "contradicted_rate": 0.0, "ece": 0.2,
+               "recall_at_5": 0.9, "brier": 0.3, "top1_accuracy_ci_lo": 0.4}
+    assert mlflow_export.metric_names(quality, {"latency_p50_ms": 1.5}) == {
+        "top1_accuracy": 0.5, "stale_rate": 0.1, "contradicted_rate": 0.0, "ece": 0.2,
+        "recall_at_5": 0.9, "latency_p50_ms": 1.5}
+    url = mlflow_export.ui_url("http://h:5000/", "7", "abc")
+    assert url == ("http://h:5000/#/experiments/7/runs?compareRunsMode=CHART&searchFilter="
+                   "tags.results_uid%20%3D%20%27abc%27")

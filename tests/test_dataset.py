@@ -187,7 +187,10 @@ _BAD_CORPUS: list[tuple[Any, str]] = [
     (with_(CORPUS[2], version=True), "field 'version' must be an integer, got boolean (True)"),
     (with_(CORPUS[2], version="1"), "field 'version' must be an integer, got string ('1')"),
     (with_(CORPUS[2], version=1.0), "field 'version' must be an integer, got number (1.0)"),
-    (with_(CORPUS[2], version=0), "field 'version' must be >= 1, got 0"),
+    (with_(CORPUS[2], version=0), "field 'version' must be in [1, 2147483647], got 0"),
+    (with_(CORPUS[2], version=10**40), "field 'version' must be in [1, "),
+    (with_(CORPUS[2], valid_from="9999-12-31T23:59:59"),
+     "field 'valid_from' must be before 9999-01-01"),
     (with_(CORPUS[2], valid_from="yesterday"),
      "field 'valid_from' is not an ISO-8601 time: 'yesterday'"),
     (with_(CORPUS[2], valid_from=1706745600),
@@ -532,7 +535,7 @@ def test_write_accepts_objects_and_validates_records(tmp_path: Path) -> None:
     ds = load_dataset(make(tmp_path / "in"))
     out = write_dataset((ds.corpus, ds.queries), tmp_path / "objs")
     assert load_dataset(out) == ds
-    with pytest.raises(DatasetError, match=r"^corpus\.jsonl:2: field 'version' must be >= 1"):
+    with pytest.raises(DatasetError, match=r"^corpus\.jsonl:2: field 'version' must be in \[1, "):
         write_dataset(([CORPUS[0], with_(CORPUS[1], version=0)], QUERIES), tmp_path / "bad")
     with pytest.raises(DatasetError, match=r"^queries\.jsonl:1: field 'doc_ids' names unknown"):
         write_dataset((CORPUS, [with_(QUERIES[0], doc_ids=["zz"])]), tmp_path / "bad")

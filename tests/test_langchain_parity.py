@@ -151,7 +151,7 @@ class SideBySide:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "Relevance scores must be between 0 and 1"
             cand.update(lc.get_salient_docs(text))
-        return {d.metadata["vector_id"]: lc._get_combined_score(d, rel, when(at))
+        return {d.metadata["vector_id"]: documented_score(lc, d, rel, when(at))
                 for d, rel in cand.values()}
 
     def ask(self, text: str, at: float) -> tuple[Ranking, list[str]]:
@@ -177,6 +177,18 @@ class SideBySide:
 # --- the score itself -----------------------------------------------------------------------
 
 
+def documented_score(lc, doc, relevance: float | None, now) -> float:
+    """LangChain's combined score as its retriever documents it, from the retriever's public
+    fields: ``(1 - decay_rate) ** hours`` since the document's ``last_accessed_at``, plus its
+    ``other_score_keys`` and the vector relevance (its code is private; the rankings below
+    compare with what its public ``invoke`` returns)."""
+    hours = (now - doc.metadata["last_accessed_at"]).total_seconds() / 3600
+    score = (1.0 - lc.decay_rate) ** hours
+    for key in lc.other_score_keys:
+        score += doc.metadata.get(key, 0.0)
+    return score + (relevance if relevance is not None else 0.0)
+
+
 @pytest.mark.parametrize("decay_rate", [0.0, 0.01, 0.05, 0.5, 1.0])
 def test_time_weighted_scores_equal_langchains_combined_score(decay_rate: float) -> None:
     lc = TimeWeightedVectorStoreRetriever(
@@ -193,7 +205,7 @@ def test_time_weighted_scores_equal_langchains_combined_score(decay_rate: float)
                     np.array([np.nan if accessed is None else last]), at, decay_rate)[0]
                 doc = Document(page_content="x", metadata={
                     "created_at": when(created), "last_accessed_at": when(last)})
-                theirs = lc._get_combined_score(doc, cos, when(at))
+                theirs = documented_score(lc, doc, cos, when(at))
                 assert ours == pytest.approx(theirs, rel=1e-12, abs=1e-12)
                 assert ours == pytest.approx(cos + (1 - decay_rate) ** ((at - last) / HOUR))
 
@@ -208,7 +220,7 @@ def test_time_travel_before_the_last_access_is_a_deliberate_difference() -> None
     lc = TimeWeightedVectorStoreRetriever(
         vectorstore=CosineInMemoryVectorStore(HashingEmbeddings(HashingEmbedder(dim=8))))
     doc = Document(page_content="x", metadata={"last_accessed_at": when(accessed)})
-    assert lc._get_combined_score(doc, 0.5, when(at)) == pytest.approx(0.5 + 0.99 ** -6)
+    assert documented_score(lc, doc, 0.5, when(at)) == pytest.approx(0.5 + 0.99 ** -6)
 
 
 # --- rankings, side by side -------------------------------------------------------------------

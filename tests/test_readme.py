@@ -1,4 +1,5 @@
-"""The README's library example runs as written and prints what its comments say."""
+"""The library guide's example (docs/library.md) runs as written and prints what its comments
+say."""
 
 from __future__ import annotations
 
@@ -9,19 +10,19 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "library.md"
 
 
 def _example() -> str:
-    text = README.read_text(encoding="utf-8")
-    return re.search(r"## Using the library\n\n```python\n(.*?)```", text, re.S).group(1)
+    text = GUIDE.read_text(encoding="utf-8")
+    return re.search(r"# Using the library\n\n```python\n(.*?)```", text, re.S).group(1)
 
 
 @pytest.mark.model
 def test_readme_example_runs() -> None:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(_example(), str(README), "exec"), {})  # noqa: S102
+        exec(compile(_example(), str(GUIDE), "exec"), {})  # noqa: S102
     lines = out.getvalue().splitlines()
     assert lines[0] == "1 of 3 chunks re-embedded"
     assert lines[1].startswith("Passwords must be changed every 60 days.")

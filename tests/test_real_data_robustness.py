@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from experiments.results.record import find_results_dirs, read_results
+
 ROOT = Path(__file__).resolve().parents[1]
 
 V1 = ("Data retention\n\n---\n\nCustomer records are kept for 90 days.\n\n \n\n"
@@ -47,17 +49,18 @@ def test_rule_empty_paragraph_and_out_of_order_version_run_end_to_end(tmp_path: 
     out = tmp_path / "out"
     proc = _run(["dataset=jsonl", f"dataset.path={data}", "embedder=hashing",
                  "mlflow.enabled=false", "reembed.n_edits=5", "n_boot=50",
-                 "methods=[plain_cosine,smartvector,bm25_lifecycle]", f"hydra.run.dir={out}"])
+                 "methods=[plain_cosine,smartvector,bm25_lifecycle]", f"results_root={out}"])
     assert proc.returncode == 0, proc.stderr[-2000:]
     warned = [line for line in proc.stderr.splitlines() if line.startswith("warning: ")]
     assert len([w for w in warned if "out of order" in w.lower() or "repaired" in w.lower()]) \
         == 1, proc.stderr
     assert "Traceback" not in proc.stderr
+    (out,) = find_results_dirs([out])
     pred = pd.read_csv(out / "predictions.csv")
     assert set(pred["method"]) == {"plain_cosine", "smartvector", "bm25_lifecycle"}
     assert len(pred) == 3
-    metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["corpus"]["versions"] == 3 and "error" not in metrics
+    results = read_results(out)
+    assert results.corpus.versions == 3 and results.error is None
     # the repaired v2 (one second after v1) is the version in force: the lifecycle methods
     # answer 60 days
     by = pred.set_index("method")["grade"]

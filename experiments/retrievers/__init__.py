@@ -6,9 +6,11 @@ one method: its kind and its hyperparameters."""
 from __future__ import annotations
 
 import importlib
+import pkgutil
 
 from .base import (
     Context,
+    MissingExtraError,
     QueryInput,
     RankedHit,
     Ranking,
@@ -19,15 +21,19 @@ from .base import (
     register,
 )
 
-#: modules holding the built-in retrievers (imported on first use of the registry)
-BUILTIN = ("store_methods", "bm25", "hybrid", "qdrant")
+_LOADED = False
 
 
 def load_builtin() -> None:
-    """Import every built-in retriever module (each registers its kinds)."""
-    for mod in BUILTIN:
-        importlib.import_module(f"{__name__}.{mod}")
+    """Import every module of this package (each registers its kinds): a new method is one
+    module here and one yaml in ``conf/methods/``."""
+    global _LOADED
+    if _LOADED:
+        return
+    for mod in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{mod.name}")
+    _LOADED = True
 
 
-__all__ = ["Context", "QueryInput", "RankedHit", "Ranking", "Retriever", "kinds",
-           "load_builtin", "make_params", "make_retriever", "register"]
+__all__ = ["Context", "MissingExtraError", "QueryInput", "RankedHit", "Ranking", "Retriever",
+           "kinds", "load_builtin", "make_params", "make_retriever", "register"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -22,6 +23,10 @@ from smartvector.embedders import Embedder
 from ..dataset import DocVersion, Query
 
 SIGNALS = ("semantic", "temporal", "confidence", "relational")
+
+
+class MissingExtraError(ImportError):
+    """An optional dependency of a method is not installed."""
 
 
 @dataclass(frozen=True)
@@ -75,12 +80,25 @@ class Retriever(ABC):
     time_aware: bool = True
     #: only the oracle: ``search`` receives the gold query
     needs_gold: bool = False
-    #: slow to start (imports a large client library): when a run replays its methods side
-    #: by side, this one starts first, so that it does not finish last
-    starts_slowly: bool = False
 
     def __init__(self, name: str, params: Any, ctx: Context) -> None:
         self.name, self.params, self.ctx = name, params, ctx
+
+    @classmethod  # noqa: B027 - an optional hook
+    def check(cls, params: Any) -> None:
+        """Raise ValueError (or :class:`MissingExtraError`) with a one-line message for what
+        the method cannot run with, before any work (e.g. a missing optional package)."""
+
+    def state_key(self) -> Hashable | None:
+        """Methods whose keys are equal build the same state from the same replay and never
+        change it while searching: they share one state and one replay, each answering the
+        queries from it (their other parameters act at search time only). None (the
+        default): never shared."""
+        return None
+
+    def share_state(self, leader: Retriever) -> None:
+        """Answer from ``leader``'s state (same :meth:`state_key`) instead of one's own."""
+        raise NotImplementedError(f"{type(self).__name__} shares no state")
 
     @abstractmethod
     def ingest(self, version: DocVersion) -> int:

@@ -183,6 +183,14 @@ class BM25Retriever(Retriever):
     def ingest(self, version: DocVersion) -> int:
         return len(self.ledger.add(version)[0])
 
+    def state_key(self) -> tuple:
+        """The same chunks and BM25 parameters: one index (the validity filter and the
+        time-awareness act at search time)."""
+        return ("bm25", self.ledger.max_chunk_chars, self.params.k1, self.params.b)
+
+    def share_state(self, leader: Retriever) -> None:
+        self.ledger, self.index = leader.ledger, leader.index
+
     @property
     def size(self) -> int:
         return len(self.ledger)

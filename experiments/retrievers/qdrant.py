@@ -13,17 +13,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dataset import DocVersion, Query
-from .base import Context, QueryInput, RankedHit, Ranking, Retriever, clip01, register
+from .base import (
+    Context,
+    MissingExtraError,
+    QueryInput,
+    RankedHit,
+    Ranking,
+    Retriever,
+    clip01,
+    register,
+)
 from .ledger import ChunkLedger
 
 #: stands for "no end" in the payload (JSON has no infinity)
 OPEN_END = 1e300
 #: extra points fetched so that ties at the k-th place are broken by row, not by Qdrant
 TIE_MARGIN = 20
-
-
-class MissingExtraError(ImportError):
-    """An optional dependency of a method is not installed."""
 
 
 def check_qdrant() -> None:
@@ -75,7 +80,10 @@ class QdrantFilterRetriever(Retriever):
     #: move closed points to the archive (with ``validity`` only: without the filter every
     #: point stays selected; False: one collection, as the tests compare)
     tiered = True
-    starts_slowly = True  # importing qdrant-client takes ~0.6 s
+
+    @classmethod
+    def check(cls, params: QdrantParams) -> None:
+        check_qdrant()
 
     def __init__(self, name: str, params: QdrantParams, ctx: Context) -> None:
         super().__init__(name, params, ctx)

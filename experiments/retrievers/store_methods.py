@@ -40,6 +40,19 @@ class StoreRetriever(Retriever):
         p = getattr(self.params, "pool", None)
         return self.store.config.pool if p is None else p
 
+    #: whether this method's searches record accesses (they change the store's state)
+    records_access: bool = False
+
+    def state_key(self) -> tuple | None:
+        """Stores built from the same config (and index kind) and never written by searching
+        are the same store: one replay serves every such method."""
+        if self.records_access and self.store.config.record_access:
+            return None
+        return ("smartvector-store", repr(self.store.config), self.ctx.index)
+
+    def share_state(self, leader: Retriever) -> None:
+        self.store = leader.store
+
     def ingest(self, version: DocVersion) -> int:
         rep = self.store.add_document(
             version.doc_id, version.text, version.ts, version=version.version,
@@ -120,6 +133,7 @@ class SmartVectorRetriever(StoreRetriever):
     accesses (as live queries do) unless the store config says not to."""
 
     Params = SmartVectorParams
+    records_access = True
 
     def __init__(self, name: str, params: SmartVectorParams, ctx: Context) -> None:
         super().__init__(name, params, ctx)
@@ -243,6 +257,7 @@ class TimeWeightedRetriever(StoreRetriever):
 
     Params = TimeWeightedParams
     time_aware = False
+    records_access = True
 
     def search(self, query: QueryInput, at: float, k: int, gold: Query | None = None
                ) -> Ranking:
