@@ -19,7 +19,7 @@ cache (beside ``smartvector/kernels.py``) is kept: it is built once per install.
 * ``site_policy``: ``python -m experiments.run +experiment=real_site_policy`` cold, model
   conversion included (embeds the corpus's 12,678 chunk texts with all-MiniLM-L6-v2, then
   replays every method).
-* ``paper``: ``python -m experiments.paper`` cold, model conversion included (every study,
+* ``paper``: ``python -m experiments.studies.paper`` cold, model conversion included (every study,
   two jobs at a time), then again (every configuration already finished: skipped); each
   step's wall time and CPU, as the command prints them, are kept too (``studies_s``,
   ``studies_cpu_s``: the one sweep of every study of several jobs, each real corpus, the
@@ -27,7 +27,7 @@ cache (beside ``smartvector/kernels.py``) is kept: it is built once per install.
 
 Writes ``results/benchmarks/harness.json``; the last line printed gives every wall time.
 ``--keep DIR`` leaves each part's directory in ``DIR/<part>``: the timed reproduction's MLflow
-store then regenerates the tables (``python -m experiments.figures --tracking-uri
+store then regenerates the tables (``python -m experiments.studies.figures --tracking-uri
 sqlite:///DIR/paper/scratch0/mlflow.db``)."""
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ PARTS = {
              ("warm", [*RUN, "mlflow.skip_finished=false"], False),
              ("skipped", RUN, False)],
     "site_policy": [("cold", [*RUN, "+experiment=real_site_policy"], True)],
-    "paper": [("cold", ["-m", "experiments.paper"], True),
-              ("warm", ["-m", "experiments.paper"], False)],
+    "paper": [("cold", ["-m", "experiments.studies.paper"], True),
+              ("warm", ["-m", "experiments.studies.paper"], False)],
 }
 
 
@@ -72,7 +72,7 @@ def steps_of(name: str, repeats: int) -> list[tuple[str, list[str], bool]]:
 
 def run_part(name: str, log, repeats: int = 1, keep: Path | None = None) -> dict:
     """Run the part's steps; with ``keep``, in ``keep/<name>`` (which must not exist), left
-    in place afterwards (the paper's MLflow store, for ``experiments.figures``), else in a
+    in place afterwards (the paper's MLflow store, for ``experiments.studies.figures``), else in a
     temporary directory."""
     runs: dict[str, list[dict]] = {}
     if keep is not None:
@@ -124,7 +124,7 @@ def children_cpu_s() -> float:
 
 
 def study_times(stdout: str) -> dict[str, float] | None:
-    """The wall time of each study that ``experiments.paper`` prints last (a JSON object),
+    """The wall time of each study that ``experiments.studies.paper`` prints last (a JSON object),
     or None if its output does not end with one."""
     start = stdout.rfind("\n{")
     try:

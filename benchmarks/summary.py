@@ -322,13 +322,34 @@ HARNESS_TARGETS = {  # part -> step -> (target seconds, what)
                          "embedding cache, no MLflow store; the model converted once per user)"),
              "warm": (4, "main job warm (caches warm, a new run)")},
     "site_policy": {"cold": (240, "site-policy corpus (12,678 chunks) cold")},
-    "paper": {"cold": (600, "`python -m experiments.paper` (20 seeds, regime map) cold"),
-              "warm": (180, "`python -m experiments.paper` warm (everything already run)")},
+    "paper": {"cold": (600, "`python -m experiments.studies.paper` (20 seeds, regime map) cold"),
+              "warm": (180, "`python -m experiments.studies.paper` warm (everything already run)")},
 }
 
 
 #: the step of older records that ran every study of several jobs in one Hydra sweep
 SWEPT = "sweeps"
+
+
+def index_recall_section(r: dict) -> list[str]:
+    """How much of each method's candidate pool hnswlib finds, against exact search."""
+    efs = sorted({int(ef) for c in r["corpora"].values() for m in c["methods"].values()
+                  for ef in m["recall"]})
+    out = ["## 7. hnswlib against exact search: recall of each method's pool", "",
+           "`python -m benchmarks.bench_index_recall` (" + _machine(r["machine"]) + "): each "
+           "shipped corpus replayed with the real model into a store whose consolidations use "
+           "exact search; at every query each default method's pool (its `pool` nearest "
+           "visible vectors, its lifecycle filter) with exact search and with hnswlib at each "
+           "`ef`. Mean recall over the queries (lowest recall of a query in brackets).", "",
+           "| corpus | method | pool | " + " | ".join(f"ef {ef}" for ef in efs) + " |",
+           "|---|---|---:|" + "---:|" * len(efs)]
+    for corpus, c in r["corpora"].items():
+        for name, m in c["methods"].items():
+            out.append(f"| {corpus} ({c['vectors']:,} vectors, {c['queries']} queries) | "
+                       f"{name} | {m['pool']} | " + " | ".join(
+                           f"{m['recall'][str(ef)]['mean']:.4f} "
+                           f"({m['recall'][str(ef)]['min']:.2f})" for ef in efs) + " |")
+    return out
 
 
 def harness_section(h: dict) -> list[str]:
@@ -475,7 +496,8 @@ def main() -> None:
     for name, fn in (("query", query_section), ("filtering", filtering_section),
                      ("consolidation", consolidation_section),
                      ("updates", updates_section), ("memory", memory_section),
-                     ("embed", embed_section), ("harness", harness_section)):
+                     ("embed", embed_section), ("harness", harness_section),
+                     ("index_recall", index_recall_section)):
         data = _load(name)
         if data:
             parts += fn(data) + [""]

@@ -3,7 +3,7 @@ start-up, and ``experiments.run.validate`` checks the values before any work is 
 
 The ``store:`` group's schema is derived from the library's :class:`StoreConfig` (no
 hand-kept mirror); methods are a config group (``conf/methods/<name>.yaml``, several
-selected at once); datasets are registered kinds (:mod:`experiments.corpora.registry`).
+selected at once); datasets are registered kinds (:mod:`experiments.data.registry`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from experiments.data.registry import dataset_kinds
 from smartvector import StoreConfig
-
-from .corpora.registry import dataset_kinds
 
 _SCHEMAS: dict[type, type] = {}
 
@@ -102,8 +101,14 @@ class EmbedderConfig:
 
 @dataclass
 class ProtocolConfig:
+    """How a corpus is replayed and asked. ``index``: the vector index of store-based
+    methods, ``exact`` or ``hnsw`` (hnswlib, searched with ``hnsw_ef``;
+    ``benchmarks/bench_index_recall.py`` measures each method's pool against exact
+    search)."""
+
     k: int = 5
     index: str = "exact"
+    hnsw_ef: int = 64
     consolidate_daily: bool = True
     consolidate_before_queries: bool = True
     mode: str = "replay"  # or "time_travel": ingest everything, then ask each query "as of"
@@ -120,7 +125,7 @@ class ReembedConfig:
 @dataclass
 class PlotsConfig:
     """Per-run figures. ``reliability``: draw ``reliability.png`` in the results directory
-    (about a second per run; ``experiments.figures`` draws the paper's from the results
+    (about a second per run; ``experiments.studies.figures`` draws the paper's from the results
     directories, so the paper's studies turn it off). Changes no result: not part of the
     configuration fingerprint."""
 
@@ -129,6 +134,8 @@ class PlotsConfig:
 
 @dataclass
 class MlflowConfig:
+    """Where and what a run logs (the results directory is the record either way)."""
+
     enabled: bool = True
     tracking_uri: str = "sqlite:///mlflow.db"
     artifact_location: str = "mlartifacts"
@@ -136,6 +143,10 @@ class MlflowConfig:
     #: skip a configuration whose results directory is finished (or, on a tracking server,
     #: whose every method has a FINISHED run)
     skip_finished: bool = True
+    #: attach each method's rows of the predictions and ranking, the configuration and the
+    #: results to its run (the paper's studies log without them: they are in the results
+    #: directory the run's ``results_dir`` tag names)
+    artifacts: bool = True
 
 
 StoreSchema = mutable_schema(StoreConfig)

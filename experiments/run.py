@@ -14,12 +14,12 @@ import hydra
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from .config import register
-from .dataset import DatasetError
-from .job import evaluate, summary_rows
-from .loading import materialise, read_in_place, source_of, split_queries
-from .resilience import Terminated, interrupt_of, sigterm_as_interrupt
-from .results.mlflow_export import (
+from experiments.config import register
+from experiments.data.dataset import DatasetError
+from experiments.data.loading import materialise, read_in_place, source_of, split_queries
+from experiments.ops.resilience import Terminated, interrupt_of, sigterm_as_interrupt
+from experiments.protocol.job import evaluate, summary_rows
+from experiments.results.mlflow_export import (
     artifact_location_for,
     finished_on_server,
     is_server_uri,
@@ -27,9 +27,9 @@ from .results.mlflow_export import (
     open_experiment,
     resolve_tracking_uri,
 )
-from .results.provenance import fingerprint
-from .results.record import RunResults, claim, is_finished, results_dir
-from .settings import ConfigError, Settings, validate
+from experiments.results.provenance import fingerprint
+from experiments.results.record import RunResults, claim, is_finished, results_dir
+from experiments.settings import ConfigError, Settings, validate
 
 register()
 
@@ -113,12 +113,12 @@ def log(out: Path, uri: str, cfg: DictConfig, base: Path) -> None:
             print(f"note: marked {len(experiment.reaped)} MLflow run(s) KILLED whose process "
                   f"on this host is gone: {', '.join(experiment.reaped)}", file=sys.stderr)
         try:
-            log_results(out, experiment)
+            log_results(out, experiment, artifacts=cfg.mlflow.artifacts)
             return
         except Exception as e:  # noqa: BLE001 - results are safe on disk
             reason = f"logging to {uri} failed: {str(e).splitlines()[0] if str(e) else e}"
     print(f"warning: not logged to MLflow ({reason}); the results are in {out}; when the "
-          f"store is back run: python -m experiments.import_runs {out} (add --tracking-uri "
+          f"store is back run: python -m experiments.results.import_runs {out} (add --tracking-uri "
           f"URI to log elsewhere than {uri})", file=sys.stderr)
 
 

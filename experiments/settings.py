@@ -10,13 +10,12 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.config import build_frozen, method_store_config
+from experiments.data.registry import config_of, get_kind
+from experiments.methods import MissingExtraError, make_params
+from experiments.protocol.replay import Schedule
 from smartvector import StoreConfig
 from smartvector.embedders import ModelUnavailableError, check_available
-
-from .config import build_frozen, method_store_config
-from .corpora.registry import config_of, get_kind
-from .replay import Schedule
-from .retrievers import MissingExtraError, make_params
 
 
 class ConfigError(ValueError):
@@ -72,6 +71,7 @@ def _check_run(cfg: DictConfig) -> None:
         (p.k >= 1, f"protocol.k must be >= 1, got {p.k}"),
         (p.index in ("exact", "hnsw"), f"protocol.index must be 'exact' or 'hnsw', got "
                                        f"{p.index!r}"),
+        (p.hnsw_ef >= 1, f"protocol.hnsw_ef must be >= 1, got {p.hnsw_ef}"),
         (p.mode in ("replay", "time_travel"), f"protocol.mode must be replay or time_travel, "
                                               f"got {p.mode!r}"),
         (0.0 <= p.feedback_rate <= 1.0, f"protocol.feedback_rate must be in [0, 1], got "

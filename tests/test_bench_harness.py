@@ -1,4 +1,4 @@
-"""The harness benchmark's bookkeeping: per-study times read from ``experiments.paper``'s
+"""The harness benchmark's bookkeeping: per-study times read from ``experiments.studies.paper``'s
 output and shown in the summary."""
 
 from __future__ import annotations
@@ -19,23 +19,25 @@ def test_study_times_are_the_last_json_object_printed() -> None:
 
 def test_summary_lists_each_step_time() -> None:
     machine = {"cpu": "CPU", "cores": 2, "date": "2026-12-01 17:00 UTC"}
-    run = {"command": "python -m experiments.paper", "wall_s": 15.5, "load_avg_before": 1.0,
+    run = {"command": "python -m experiments.studies.paper", "wall_s": 15.5, "load_avg_before": 1.0,
            "load_avg_after": 1.2, "studies_s": {"sweeps": 12.5, "real_peps": 3.0,
                                                 "total": 15.5}}
     text = "\n".join(harness_section({"parts": {"paper": {"machine": machine, "cold": run}}}))
-    assert "| paper | cold | `python -m experiments.paper` | 15.5 s | not recorded |" in text
+    assert ("| paper | cold | `python -m experiments.studies.paper` | 15.5 s | not recorded |"
+            in text)
     assert ("paper cold, each step's wall time: sweeps 12.5 s, real_peps 3.0 s; `sweeps` runs "
             "every study of several jobs in one sweep.") in text
 
 
 def test_summary_shows_cpu_and_cores_busy_where_recorded() -> None:
     machine = {"cpu": "CPU", "cores": 2, "date": "2026-12-02 12:00 UTC"}
-    run = {"command": "python -m experiments.paper", "wall_s": 20.0, "cpu_s": 30.0,
+    run = {"command": "python -m experiments.studies.paper", "wall_s": 20.0, "cpu_s": 30.0,
            "cores_busy": 1.5, "load_avg_before": 1.0, "load_avg_after": 1.2,
            "studies_s": {"table1": 16.0, "real_peps": 4.0, "total": 20.0},
            "studies_cpu_s": {"table1": 28.0, "real_peps": 2.0, "total": 30.0}}
     text = "\n".join(harness_section({"parts": {"paper": {"machine": machine, "cold": run}}}))
-    assert "| paper | cold | `python -m experiments.paper` | 20.0 s | 30.0 s (1.50) |" in text
+    assert ("| paper | cold | `python -m experiments.studies.paper` | 20.0 s | 30.0 s (1.50) |"
+            in text)
     assert ("paper cold, each step's wall time (CPU, cores busy): table1 16.0 s "
             "(28.0 s, 1.75), real_peps 4.0 s (2.0 s, 0.50).") in text
 

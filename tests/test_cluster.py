@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from experiments import team_server, ui_check
-from experiments.resilience import unreachable
+from experiments.ops import team_server, ui_check
+from experiments.ops.resilience import unreachable
 from experiments.results import mlflow_export
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,7 +123,7 @@ class TeamServer:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TeamServer]:
-    """``python -m experiments.team_server start`` on a fresh PostgreSQL, stopped at the end."""
+    """``python -m experiments.ops.team_server start`` on a fresh PostgreSQL, stopped at the end."""
     if NO_SERVER:
         pytest.skip(NO_SERVER)
     home = tmp_path_factory.mktemp("team")
@@ -135,7 +135,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TeamServer]:
     pg_data.parent.chmod(0o755)
     port = team_server.free_port()
     t0 = time.time()
-    res = _run(["-m", "experiments.team_server", "--state-dir", str(state), "start",
+    res = _run(["-m", "experiments.ops.team_server", "--state-dir", str(state), "start",
                 "--port", str(port), "--pg-data", str(pg_data), "--users", str(users),
                 "--experiment", "cluster_sweep", "--experiment", "cluster_auth"], timeout=300)
     started = time.time() - t0
@@ -146,7 +146,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TeamServer]:
         print(f"team server started in {started:.1f} s")
         yield TeamServer(f"http://127.0.0.1:{port}", state, state / "artifacts")
     finally:
-        stop = _run(["-m", "experiments.team_server", "--state-dir", str(state), "stop"])
+        stop = _run(["-m", "experiments.ops.team_server", "--state-dir", str(state), "stop"])
         info = json.loads((state / "server.json").read_text()) if \
             (state / "server.json").exists() else {}
         shutil.rmtree(pg_data.parent, ignore_errors=True)
@@ -241,7 +241,7 @@ def test_team_server_refuses_requests_without_credentials(server: TeamServer,
     warned = [ln for ln in res.stderr.splitlines() if ln.startswith("warning: ")]
     assert any("password of user 'alice' was refused" in w for w in warned), res.stderr
     assert "Traceback" not in res.stderr
-    imp = _run(["-m", "experiments.import_runs", str(tmp_path / "run")], env=server.env(),
+    imp = _run(["-m", "experiments.results.import_runs", str(tmp_path / "run")], env=server.env(),
                cwd=tmp_path)
     assert imp.returncode == 0, imp.stderr[-3000:]
     import mlflow
@@ -269,12 +269,12 @@ def test_team_server_start_errors_are_one_line(server: TeamServer, tmp_path: Pat
         "credentials in the repo": (["--users", str(inside)], "is inside the repository"),
     }
     for name, (args, expected) in cases.items():
-        res = _run(["-m", "experiments.team_server", "--state-dir", str(tmp_path / name),
+        res = _run(["-m", "experiments.ops.team_server", "--state-dir", str(tmp_path / name),
                     "start", *args], env=BASE_ENV)
         lines = res.stderr.strip().splitlines()
         assert res.returncode == 2 and len(lines) == 1, (name, res.stderr)
         assert lines[0].startswith("error: ") and expected in lines[0], (name, lines)
-    status = _run(["-m", "experiments.team_server", "--state-dir", str(server.state),
+    status = _run(["-m", "experiments.ops.team_server", "--state-dir", str(server.state),
                    "status"])
     assert status.returncode == 0 and f"mlflow server: {server.url} up" in status.stdout
 
@@ -292,7 +292,7 @@ def test_ui_opens_on_the_method_comparison(server: TeamServer, ray_sweep,
     assert missing == []
     assert shot.stat().st_size > 10_000
     # the command line says the same
-    res = _run(["-m", "experiments.ui_check", "--experiment", "cluster_sweep"],
+    res = _run(["-m", "experiments.ops.ui_check", "--experiment", "cluster_sweep"],
                env=server.env(ALICE))
     assert res.returncode == 0 and res.stdout.startswith("ok: "), res.stderr
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from experiments.dataset import (
+from experiments.data.dataset import (
     Dataset,
     DatasetError,
     DocVersion,

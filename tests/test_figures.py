@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments import figures
-from experiments.metrics import cluster_rate_ci, ece, seed_paired_test
+from experiments.protocol.metrics import cluster_rate_ci, ece, seed_paired_test
+from experiments.studies import figures
 
 
 def test_cluster_ci_resamples_whole_clusters() -> None:
@@ -116,7 +116,7 @@ def test_pool_order_follows_the_swept_params_not_the_fingerprint() -> None:
     numbers, so a fingerprint that changes with the configuration's keys moves no interval."""
     from types import SimpleNamespace
 
-    from experiments.figures import pool_order
+    from experiments.studies.figures import pool_order
 
     def run(seed: str, rate: str, fp: str, **extra: str):
         params = {"seed": seed, "dataset.contradiction_rate": rate, "n_boot": "200", **extra}

@@ -4,8 +4,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from experiments.dataset import Query
-from experiments.grading import Grade, contains_answer, grade, normalise
+from experiments.data.dataset import Query
+from experiments.protocol.grading import Grade, contains_answer, grade, normalise
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ langchain-classic 1.0.x, and langchain_core/vectorstores):
   ``similarity_search_with_score`` already returns the cosine similarity (a store returning
   the cosine distance would use ``1 - distance``, the same number).
 
-Ours (``experiments.retrievers.store_methods``): ``cos + (1 - decay_rate) ** hours`` since the
+Ours (``experiments.methods.store_methods``): ``cos + (1 - decay_rate) ** hours`` since the
 last access (the creation time until first retrieved) over the ``pool`` nearest vectors ever
 ingested (``pool`` = LangChain's ``search_kwargs["k"]``); the returned top ``k`` get an access
 recorded at the query's time. Deliberate differences (the tests avoid them):
@@ -50,10 +50,10 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from experiments.dataset import DocVersion, load_dataset
-from experiments.replay import timeline
-from experiments.retrievers import Context, QueryInput, Ranking, make_retriever
-from experiments.retrievers.store_methods import time_weighted_scores
+from experiments.data.dataset import DocVersion, load_dataset
+from experiments.methods import Context, QueryInput, Ranking, make_retriever
+from experiments.methods.store_methods import time_weighted_scores
+from experiments.protocol.replay import timeline
 from smartvector import HashingEmbedder, ScoringWeights, StoreConfig
 
 _why = "the LangChain parity tests need langchain-classic (pip install -e '.[peers]')"

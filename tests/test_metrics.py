@@ -1,4 +1,4 @@
-"""Tests for experiments.metrics: hand-computed values, edge cases, library agreement."""
+"""Tests for experiments.protocol.metrics: hand-computed values, edge cases, library agreement."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from scipy.stats import binomtest
 from sklearn.metrics import brier_score_loss
 
-from experiments.metrics import (
+from experiments.protocol.metrics import (
     binomial_two_sided_half,
     brier,
     ece,
@@ -291,7 +291,7 @@ def test_method_metrics_accuracy_per_kind_hand_computed():
     order; a query with no kind counts overall but in no kind."""
     import pandas as pd
 
-    from experiments.evaluate import method_metrics
+    from experiments.protocol.evaluate import method_metrics
 
     pred = pd.DataFrame({
         "grade": ["correct", "stale", "correct", "wrong", "correct", "correct", "stale"],

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from experiments.corpora.policy_synth import (
+from experiments.data.dataset import load_dataset
+from experiments.data.policy_synth import (
     PolicySynthConfig,
     corpus_stats,
     count_vectors,
@@ -20,8 +21,7 @@ from experiments.corpora.policy_synth import (
     validate,
     write_policy_synth,
 )
-from experiments.dataset import load_dataset
-from experiments.grading import contains_answer
+from experiments.protocol.grading import contains_answer
 from smartvector.chunking import chunk_text, diff_chunks
 
 COMMITTED = Path(__file__).resolve().parents[1] / "datasets" / "policy_synth"

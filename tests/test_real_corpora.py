@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from experiments.corpora import peps, site_policy
-from experiments.corpora.site_policy import date_phrase, doc_split
-from experiments.dataset import Dataset, DatasetError, DocVersion, Query, load_dataset
-from experiments.grading import contains_answer
+from experiments.data import peps, site_policy
+from experiments.data.dataset import Dataset, DatasetError, DocVersion, Query, load_dataset
+from experiments.data.site_policy import date_phrase, doc_split
+from experiments.protocol.grading import contains_answer
 from smartvector.chunking import chunk_text
 
 # --- fixtures -----------------------------------------------------------------------------

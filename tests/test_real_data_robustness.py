@@ -68,7 +68,7 @@ def test_rule_empty_paragraph_and_out_of_order_version_run_end_to_end(tmp_path: 
 
 
 def test_strict_mode_rejects_the_out_of_order_version(tmp_path: Path) -> None:
-    from experiments.dataset import DatasetError, load_dataset
+    from experiments.data.dataset import DatasetError, load_dataset
 
     data = _write(tmp_path / "data")
     try:

@@ -1,14 +1,14 @@
-"""The re-embedding study's one-word edits (experiments.reembed): what an edit changes, and the
-seeded edits and costs pinned (values from the first implementation, so that a faster one
-must draw the same edits)."""
+"""The re-embedding study's one-word edits (experiments.protocol.reembed): what an edit
+changes, and the seeded edits and costs pinned (values from the first implementation, so
+that a faster one must draw the same edits)."""
 
 from __future__ import annotations
 
 import random
 import re
 
-from experiments.reembed import one_word_edit, text_edit_costs
-from experiments.reembed_study import documents
+from experiments.protocol.reembed import one_word_edit, text_edit_costs
+from experiments.studies.reembed_study import documents
 
 TEXT = "Refunds are issued within thirty days of purchase, unless the item was damaged in transit."
 

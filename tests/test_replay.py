@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from experiments.dataset import load_dataset
-from experiments.replay import feedback_chosen, grade_run, replay, timeline
-from experiments.retrievers import Context, make_retriever
+from experiments.data.dataset import load_dataset
+from experiments.methods import Context, make_retriever
+from experiments.protocol.replay import feedback_chosen, grade_run, replay, timeline
 from smartvector import HashingEmbedder, StoreConfig
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,9 +15,8 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from experiments.dataset import DocVersion, Query, load_dataset
-from experiments.replay import grade_run, replay
-from experiments.retrievers import (
+from experiments.data.dataset import DocVersion, Query, load_dataset
+from experiments.methods import (
     Context,
     QueryInput,
     Ranking,
@@ -26,10 +25,11 @@ from experiments.retrievers import (
     make_params,
     make_retriever,
 )
-from experiments.retrievers.bm25 import margin_probability
-from experiments.retrievers.hybrid import rrf, top_ranked
-from experiments.retrievers.ledger import ChunkLedger
-from experiments.retrievers.store_methods import CosineRetriever, OracleRetriever
+from experiments.methods.bm25 import margin_probability
+from experiments.methods.hybrid import rrf, top_ranked
+from experiments.methods.ledger import ChunkLedger
+from experiments.methods.store_methods import CosineRetriever, OracleRetriever
+from experiments.protocol.replay import grade_run, replay
 from smartvector import HashingEmbedder, ScoringWeights, SmartVectorStore, Status, StoreConfig
 
 ROOT = Path(__file__).resolve().parents[1]

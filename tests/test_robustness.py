@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from experiments import resilience
 from experiments.config import register
+from experiments.ops import resilience
 from experiments.results import mlflow_export
 from experiments.results.mlflow_export import Experiment, process_tags
 from experiments.results.record import find_results_dirs, read_results
@@ -334,7 +334,8 @@ def test_rerun_skips_and_dead_server_runs_import_identically(tmp_path: Path) -> 
     assert res_dead.returncode == 0, res_dead.stderr[-2000:]
     assert "Traceback" not in res_dead.stderr
     (offline,) = find_results_dirs([tmp_path / "offline"])
-    hint = [line for line in res_dead.stderr.splitlines() if "experiments.import_runs" in line]
+    hint = [line for line in res_dead.stderr.splitlines()
+            if "experiments.results.import_runs" in line]
     assert len(hint) == 1 and str(offline) in hint[0], res_dead.stderr
     assert (offline / "predictions.csv").exists()
 
@@ -347,7 +348,7 @@ def test_rerun_skips_and_dead_server_runs_import_identically(tmp_path: Path) -> 
 
     # import the offline run into another store: the same runs as the live one, its
     # artifacts beside that store (not in the current directory)
-    imp = _finish(_start(["-m", "experiments.import_runs", str(tmp_path / "offline"),
+    imp = _finish(_start(["-m", "experiments.results.import_runs", str(tmp_path / "offline"),
                           "--tracking-uri", imported_uri], cwd=tmp_path))
     assert imp.returncode == 0, imp.stderr[-2000:]
     assert "imported: " in imp.stdout
@@ -365,7 +366,7 @@ def test_rerun_skips_and_dead_server_runs_import_identically(tmp_path: Path) -> 
         assert names >= {"results.json", "predictions.csv", "config.yaml", "run.csv"}
 
     # importing twice is harmless; a directory above several imports each
-    twice = _finish(_start(["-m", "experiments.import_runs", str(tmp_path),
+    twice = _finish(_start(["-m", "experiments.results.import_runs", str(tmp_path),
                             "--tracking-uri", imported_uri]))
     assert twice.returncode == 0, twice.stderr[-2000:]
     assert f"skipped: {offline}" in twice.stdout

@@ -14,12 +14,12 @@ import pandas as pd
 import pytest
 from hydra import compose, initialize_config_dir
 
-from experiments import job as job_module
 from experiments import settings as settings_module
-from experiments.job import evaluate, share_groups
-from experiments.loading import materialise
+from experiments.data.loading import materialise
+from experiments.methods import Context, make_retriever
+from experiments.protocol import job as job_module
+from experiments.protocol.job import evaluate, share_groups
 from experiments.results.record import find_results_dirs, read_results
-from experiments.retrievers import Context, make_retriever
 from experiments.run import config_fingerprint
 from experiments.settings import ConfigError, validate
 

@@ -3,7 +3,7 @@ configuration, all with the same metric names (``top1_accuracy``, ``stale_rate``
 and tagged with the configuration's fingerprint, so MLflow's runs table and charts compare
 methods natively (group or filter by ``config_fingerprint``, ``study`` or ``seed``).
 
-A live run and ``python -m experiments.import_runs`` log through :func:`log_results`, from
+A live run and ``python -m experiments.results.import_runs`` log through :func:`log_results`, from
 the directory alone. The tracking URI is ``MLFLOW_TRACKING_URI`` when set, else the
 configured one; for a local store, artifacts go beside the database (or to an explicit
 location), never into a stray ``./mlruns``.
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..resilience import (
+from experiments.ops.resilience import (
     HOST,
     auth_problem,
     one_line,
@@ -32,8 +32,14 @@ from ..resilience import (
     store_lock,
     unreachable,
 )
-from .provenance import flatten
-from .record import CONFIG_FILE, PREDICTIONS_FILE, RESULTS_FILE, RUN_FILE, RunResults
+from experiments.results.provenance import flatten
+from experiments.results.record import (
+    CONFIG_FILE,
+    PREDICTIONS_FILE,
+    RESULTS_FILE,
+    RUN_FILE,
+    RunResults,
+)
 
 #: Experiment tags that make MLflow's UI open the experiment on its runs table (MLflow 3
 #: otherwise guesses the experiment's kind and may land on the GenAI traces overview).
@@ -200,15 +206,25 @@ class Experiment:
         return reaped
 
 
+#: experiments opened by this process (a worker's jobs open the store once)
+_OPENED: dict[tuple[str, str], Experiment] = {}
+
+
 def open_experiment(tracking_uri: str, name: str, artifact_location: Path | None
                     ) -> tuple[Experiment | None, str | None]:
     """``(experiment, None)``, or ``(None, reason)`` when the store cannot be used now
-    (server down, unwritable database, refused credentials...). Fails within seconds."""
+    (server down, unwritable database, refused credentials...). Fails within seconds. An
+    experiment this process opened before is reused (its ``reaped`` list then empty)."""
     reason = unreachable(tracking_uri) or sqlite_problem(tracking_uri)
     if reason is not None:
         return None, reason
+    key = (tracking_uri, name)
+    if key in _OPENED:
+        _OPENED[key].reaped = []
+        return _OPENED[key], None
     try:
-        return Experiment(tracking_uri, name, artifact_location), None
+        _OPENED[key] = Experiment(tracking_uri, name, artifact_location)
+        return _OPENED[key], None
     except Exception as e:  # noqa: BLE001 - any failure here means "log later"
         return None, auth_problem(e, tracking_uri) or \
             f"cannot use MLflow store {tracking_uri}: {one_line(e)}"
@@ -277,22 +293,25 @@ def _dataset_input(results: RunResults) -> Any:
     return DatasetInput(ds, [InputTag("mlflow.data.context", "evaluation")])
 
 
-def log_results(out_dir: Path, experiment: Experiment, *, force: bool = False) -> list[str]:
+def log_results(out_dir: Path, experiment: Experiment, *, force: bool = False,
+                artifacts: bool = True) -> list[str]:
     """Log one results directory: a run per method, with its key metrics
     (:func:`metric_names`), the configuration's params, and as artifacts its own rows of the
     predictions and the ranking, the configuration and the results; and a FAILED run naming
     the phase that failed, if one did. Methods already logged from the same execution
-    (``results_uid``) are skipped unless ``force``. Returns the new runs' ids."""
+    (``results_uid``) are skipped unless ``force``; ``artifacts=False`` logs no files (they
+    stay in the directory the ``results_dir`` tag names). Returns the new runs' ids."""
     import pandas as pd
     import yaml
-    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.entities import Metric, Param
 
-    from .record import read_results
+    from experiments.results.record import read_results
 
     out_dir = Path(out_dir)
     results = read_results(out_dir)
     config = yaml.safe_load((out_dir / CONFIG_FILE).read_text(encoding="utf-8"))
-    params = flatten(config)
+    params = {k: v for k, v in flatten(config).items()
+              if not k.startswith(("mlflow.", "plots.", "results_root"))}  # (change no result)
     uid = results.provenance.get("results_uid", "")
     done = set() if force or not uid else experiment.finished_methods("results_uid", uid)
     base_tags = {"config_fingerprint": results.config_fingerprint, "study": results.study,
@@ -301,8 +320,9 @@ def log_results(out_dir: Path, experiment: Experiment, *, force: bool = False) -
                  **{k if k == "results_uid" else f"provenance.{k}": v
                     for k, v in results.provenance.items()}}
     pred = pd.read_csv(out_dir / PREDICTIONS_FILE, keep_default_na=False, na_values=[""]) \
-        if (out_dir / PREDICTIONS_FILE).is_file() else None
-    ranking = pd.read_csv(out_dir / RUN_FILE) if (out_dir / RUN_FILE).is_file() else None
+        if artifacts and (out_dir / PREDICTIONS_FILE).is_file() else None
+    ranking = pd.read_csv(out_dir / RUN_FILE) \
+        if artifacts and (out_dir / RUN_FILE).is_file() else None
     runs = {m: ("FINISHED", r) for m, r in results.methods.items() if m not in done}
     if results.error and results.error["phase"].startswith("method "):
         runs[results.error["phase"][len("method "):]] = ("FAILED", None)
@@ -327,18 +347,11 @@ def log_results(out_dir: Path, experiment: Experiment, *, force: bool = False) -
                 while ps or ms:  # MLflow's limits: 100 params, 1000 entries a call
                     bp, ps = ps[:100], ps[100:]
                     bm, ms = ms[:1000 - len(bp)], ms[1000 - len(bp):]
-                    retry_locked(client.log_batch, run_id, metrics=bm, params=bp,
-                                 tags=[RunTag("method", method)])
+                    retry_locked(client.log_batch, run_id, metrics=bm, params=bp)
                 retry_locked(client.log_inputs, run_id, datasets=[_dataset_input(results)])
-                files = Path(tmp) / method
-                files.mkdir()
-                for name in (CONFIG_FILE, RESULTS_FILE, "reliability.png"):
-                    if (out_dir / name).is_file():
-                        shutil.copy2(out_dir / name, files / name)
-                for frame, name in ((pred, PREDICTIONS_FILE), (ranking, RUN_FILE)):
-                    if frame is not None and res is not None:
-                        frame[frame["method"] == method].to_csv(files / name, index=False)
-                retry_locked(client.log_artifacts, run_id, str(files))
+                if artifacts:
+                    _log_files(client, run_id, out_dir, Path(tmp) / method, method,
+                               None if res is None else (pred, ranking))
             except KeyboardInterrupt:
                 _end(client, run_id, "KILLED")
                 raise
@@ -348,6 +361,20 @@ def log_results(out_dir: Path, experiment: Experiment, *, force: bool = False) -
             _end(client, run_id, status)
             logged.append(run_id)
     return logged
+
+
+def _log_files(client: Any, run_id: str, out_dir: Path, files: Path, method: str,
+               frames: tuple[Any, Any] | None) -> None:
+    """A method's artifacts: the configuration, the results, the reliability plot and its
+    own rows of the predictions and the ranking (``frames``, None for a failed method)."""
+    files.mkdir()
+    for name in (CONFIG_FILE, RESULTS_FILE, "reliability.png"):
+        if (out_dir / name).is_file():
+            shutil.copy2(out_dir / name, files / name)
+    for frame, name in zip(frames or (), (PREDICTIONS_FILE, RUN_FILE), strict=False):
+        if frame is not None:
+            frame[frame["method"] == method].to_csv(files / name, index=False)
+    retry_locked(client.log_artifacts, run_id, str(files))
 
 
 def _end(client: Any, run_id: str, status: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import subprocess
@@ -34,8 +35,10 @@ def fingerprint(obj: Any) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+@functools.cache
 def git_commit(cwd: Path) -> str:
-    """The commit checked out at ``cwd`` ("unknown" outside a git checkout)."""
+    """The commit checked out at ``cwd`` ("unknown" outside a git checkout; asked once per
+    process)."""
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True,
                              text=True, timeout=10, check=False)
@@ -44,8 +47,10 @@ def git_commit(cwd: Path) -> str:
         return "unknown"
 
 
+@functools.cache
 def package_versions() -> dict[str, str]:
-    """The installed versions of the packages that can move a result."""
+    """The installed versions of the packages that can move a result (read once per
+    process)."""
     out = {}
     for p in PACKAGES:
         try:

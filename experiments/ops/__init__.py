@@ -1,0 +1,1 @@
+"""Operations: keeping runs intact, a team MLflow server, the UI check."""

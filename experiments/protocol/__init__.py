@@ -1,0 +1,1 @@
+"""The evaluation protocol: replay, grading, metrics, one configuration's job."""

@@ -1,0 +1,158 @@
+"""One configuration's job: embed every text once, replay each distinct store once (methods
+that share a store answer from the same replay), grade every ranking, and write the results
+directory (:mod:`experiments.results.record`)."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+from experiments.data.dataset import Dataset
+from experiments.methods import Context, Retriever, make_retriever
+from experiments.ops.resilience import one_line
+from experiments.protocol.evaluate import method_metrics, paired_tests, timing_metrics
+from experiments.protocol.memo import MemoEmbedder
+from experiments.protocol.metrics import RELIABILITY_PLOT, plot_predictions_reliability
+from experiments.protocol.reembed import edit_costs
+from experiments.protocol.replay import grade_run, replay_shared, run_rows
+from experiments.results.provenance import git_commit, package_versions
+from experiments.results.record import (
+    CONFIG_FILE,
+    PREDICTIONS_FILE,
+    RUN_FILE,
+    CorpusSummary,
+    MethodResult,
+    RunResults,
+    write_results,
+)
+from experiments.settings import Settings
+from smartvector.chunking import chunk_text
+from smartvector.embedders import make_embedder
+
+_EMBEDDERS: dict[tuple, Any] = {}
+
+
+def shared_embedder(e: DictConfig, base: Path) -> Any:
+    """One embedder (and model) per process: the jobs of a sweep that run in this process
+    load the model once."""
+    cache = str((base / e.cache_path).resolve()) if e.cache_path else None
+    key = (e.name, cache, e.backend, e.path)
+    if key not in _EMBEDDERS:
+        kw = {"path": str(base / e.path)} if e.path else {}
+        if e.backend and e.name != "hashing":
+            kw["backend"] = e.backend
+        _EMBEDDERS[key] = make_embedder(e.name, cache, **kw)
+    return _EMBEDDERS[key]
+
+
+def share_groups(retrievers: list[Retriever], feedback: bool) -> list[list[Retriever]]:
+    """The retrievers grouped by shared state (config order kept within and across groups);
+    with feedback every method keeps its own state."""
+    groups: dict[Any, list[Retriever]] = {}
+    for i, r in enumerate(retrievers):
+        key = None if feedback else r.state_key()
+        groups.setdefault(("own", i) if key is None else key, []).append(r)
+    return list(groups.values())
+
+
+def evaluate(cfg: DictConfig, settings: Settings, ds: Dataset, out_dir: Path, base: Path,
+             config_fingerprint: str, source: str) -> RunResults:
+    """Run every method, grade, and write the results directory (``results.json`` last).
+    A method that raises ends the replays; what finished is kept and the error recorded."""
+    embedder = MemoEmbedder(shared_embedder(cfg.embedder, base))
+    chunks = {c.text for v in ds.corpus
+              for c in chunk_text(v.text, settings.store.max_chunk_chars)}
+    embedder.encode(sorted(chunks) + [q.text for q in ds.queries])  # one large batch
+    qvecs = dict(zip([q.id for q in ds.queries],
+                     embedder.encode([q.text for q in ds.queries]), strict=True))
+    ctx = Context(embedder, settings.store, cfg.protocol.index,
+                  (("ef_search", cfg.protocol.hnsw_ef),) if cfg.protocol.index == "hnsw" else ())
+    p = cfg.protocol
+    outcomes: dict[str, dict[str, Any]] = {}
+    error: dict[str, str] | None = None
+    names = list(settings.methods)
+    with tqdm(total=len(names), desc="methods", unit="method", file=sys.stderr) as bar:
+        try:
+            retrievers = []
+            for name in names:
+                error = {"phase": f"method {name}", "message": ""}
+                retrievers.append(make_retriever(name, settings.methods[name], ctx))
+            for group in share_groups(retrievers, p.feedback_rate > 0):
+                error = {"phase": f"method {group[0].name}", "message": ""}
+                replays = replay_shared(ds, group, qvecs, k=p.k, schedule=settings.schedule,
+                                        mode=p.mode, feedback_rate=p.feedback_rate,
+                                        seed=cfg.seed)
+                for r, res in zip(group, replays, strict=True):
+                    error = {"phase": f"method {r.name}", "message": ""}
+                    pred = pd.DataFrame(grade_run(ds, res))
+                    outcomes[r.name] = {
+                        "result": MethodResult(r.recorded_params, method_metrics(
+                            pred, seed=cfg.seed, n_boot=cfg.n_boot), timing_metrics(res)),
+                        "predictions": pred, "run": run_rows(res), "vectors": res.n_vectors}
+                    bar.update()
+            error = None
+        except Exception as e:  # noqa: BLE001 - keep what finished, then fail the run
+            error["message"] = one_line(e)
+    reembed: dict[str, float] = {}
+    if error is None and cfg.reembed.n_edits > 0:
+        try:
+            reembed = edit_costs(ds, cfg.reembed.n_edits, cfg.seed, cfg.reembed.window,
+                                 cfg.reembed.overlap)
+        except Exception as e:  # noqa: BLE001 - the methods' results are kept
+            error = {"phase": "re-embedding study", "message": one_line(e)}
+    done = [n for n in names if n in outcomes]
+    frames = [outcomes[n]["predictions"] for n in done]
+    pred = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["query_id", "method", "kind", "grade", "probability"])
+    tests = paired_tests(pred) if frames else {}
+    methods = {}
+    for n in done:
+        m = outcomes[n]["result"]
+        methods[n] = MethodResult(m.params, {**m.quality, **tests.get(n, {})}, m.timing)
+    summary = ds.summary()
+    corpus = CorpusSummary(str(cfg.dataset.kind), summary["documents"], summary["versions"],
+                           len(ds.queries), summary["injected"],
+                           outcomes[done[0]]["vectors"] if done else 0, ds.fingerprint(),
+                           source)
+    out_dir = Path(out_dir)
+    (out_dir / CONFIG_FILE).write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    pred.to_csv(out_dir / PREDICTIONS_FILE, index=False)
+    rows = [r for n in done for r in outcomes[n]["run"]]
+    pd.DataFrame(rows, columns=["query_id", "method", "rank", "vector_id", "doc_id",
+                                "score"]).to_csv(out_dir / RUN_FILE, index=False)
+    if done and cfg.plots.reliability:
+        plot_predictions_reliability(pred, out_dir / RELIABILITY_PLOT,
+                                     f"Reliability of the top-1 score ({cfg.study}, seed "
+                                     f"{cfg.seed})")
+    results = RunResults(cfg.study, int(cfg.seed), config_fingerprint, corpus, methods,
+                         reembed, error, provenance(base))
+    write_results(out_dir, results)
+    return results
+
+
+def provenance(base: Path) -> dict[str, str]:
+    """The code and machine behind a result, and a unique id of this execution."""
+    return {"git_commit": git_commit(base), "host": socket.gethostname(),
+            "results_uid": uuid.uuid4().hex,
+            **{f"version.{k}": v for k, v in package_versions().items()}}
+
+
+def summary_rows(results: RunResults) -> list[Mapping[str, str]]:
+    """The printed table: one row per method."""
+    rows = []
+    for name, m in results.methods.items():
+        q = m.quality
+        rows.append({"method": name,
+                     **{k: f"{q[k]:.3f} [{q[k + '_ci_lo']:.2f},{q[k + '_ci_hi']:.2f}]"
+                        for k in ("top1_accuracy", "stale_rate")},
+                     "contradicted": f"{q['contradicted_rate']:.3f}",
+                     "ece": f"{q['ece']:.3f}", "p50_ms": f"{m.timing['latency_p50_ms']:.2f}"})
+    return rows
