@@ -1,5 +1,5 @@
 """Structured (dataclass) configs behind ``conf/``: Hydra checks every key and type at
-start-up, and ``experiments.run.validate`` checks the values before any work is done.
+start-up, and ``experiments.settings.validate`` checks the values before any work is done.
 
 The ``store:`` group's schema is derived from the library's :class:`StoreConfig` (no
 hand-kept mirror); methods are a config group (``conf/methods/<name>.yaml``, several

@@ -68,3 +68,15 @@ def test_finished_configurations_are_skipped_and_figures_read_them(tmp_path: Pat
                                                                      "latest_only"}
     pred = Store(tmp_path / "out").predictions(run)
     assert len(pred) == 2 * 138 and set(pred["seed"]) == {"100"}
+
+
+def test_reembed_study_configurations() -> None:
+    base = ["mlflow.tracking_uri=sqlite:///unused.db"]
+    jobs = paper.reembed_jobs(base)
+    assert len(jobs) == len(paper.REEMBED_LENGTHS) * len(paper.REEMBED_SEEDS)
+    assert {j.app for j in jobs} == {"reembed"}
+    last = jobs[-1].config
+    assert (last["n_paragraphs"], last["seed"]) == (paper.REEMBED_LENGTHS[-1],
+                                                    paper.REEMBED_SEEDS[-1])
+    full = paper.compose("reembed_study", [*base, "n_paragraphs=500", "seed=4"])
+    assert last == OmegaConf.to_container(full, resolve=True)

@@ -134,7 +134,7 @@ def _ordered(args: list[str], params: list[str]) -> list[list[str]]:
 
 def reembed_jobs(base: list[str]) -> list[Job]:
     """The re-embedding study's configurations (documents of each length, five seeds)."""
-    from experiments import reembed_study  # noqa: F401 - registers the study's schema
+    from experiments.studies import reembed_study  # noqa: F401 - registers its schema
 
     configs = StudyConfigs("reembed_study", base)
     jobs = []
