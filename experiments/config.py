@@ -143,10 +143,11 @@ class MlflowConfig:
     #: skip a configuration whose results directory is finished (or, on a tracking server,
     #: whose every method has a FINISHED run)
     skip_finished: bool = True
-    #: attach each method's rows of the predictions and ranking, the configuration and the
-    #: results to its run (the paper's studies log without them: they are in the results
-    #: directory the run's ``results_dir`` tag names)
-    artifacts: bool = True
+    #: give each method's run its files (its rows of the predictions and ranking, the
+    #: configuration, the results) and the corpus as its dataset input; the paper's studies
+    #: log without them (~40% of the logging's cost): they are in the results directory the
+    #: run's ``results_dir`` tag names
+    detail: bool = True
 
 
 StoreSchema = mutable_schema(StoreConfig)

@@ -113,7 +113,7 @@ def log(out: Path, uri: str, cfg: DictConfig, base: Path) -> None:
             print(f"note: marked {len(experiment.reaped)} MLflow run(s) KILLED whose process "
                   f"on this host is gone: {', '.join(experiment.reaped)}", file=sys.stderr)
         try:
-            log_results(out, experiment, artifacts=cfg.mlflow.artifacts)
+            log_results(out, experiment, detail=cfg.mlflow.detail)
             return
         except Exception as e:  # noqa: BLE001 - results are safe on disk
             reason = f"logging to {uri} failed: {str(e).splitlines()[0] if str(e) else e}"

@@ -11,6 +11,7 @@ location), never into a stray ``./mlruns``.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -281,8 +282,6 @@ def metric_names(quality: Mapping[str, float], timing: Mapping[str, float]
 def _dataset_input(results: RunResults) -> Any:
     """The corpus as the run's dataset input, described from the validated summary (the
     raw files are never parsed again)."""
-    import json
-
     from mlflow.entities import Dataset, DatasetInput, InputTag
 
     c = results.corpus
@@ -294,13 +293,14 @@ def _dataset_input(results: RunResults) -> Any:
 
 
 def log_results(out_dir: Path, experiment: Experiment, *, force: bool = False,
-                artifacts: bool = True) -> list[str]:
+                detail: bool = True) -> list[str]:
     """Log one results directory: a run per method, with its key metrics
     (:func:`metric_names`), the configuration's params, and as artifacts its own rows of the
     predictions and the ranking, the configuration and the results; and a FAILED run naming
     the phase that failed, if one did. Methods already logged from the same execution
-    (``results_uid``) are skipped unless ``force``; ``artifacts=False`` logs no files (they
-    stay in the directory the ``results_dir`` tag names). Returns the new runs' ids."""
+    (``results_uid``) are skipped unless ``force``; ``detail=False`` logs no files and no
+    dataset input (they stay in the directory the ``results_dir`` tag names). Returns the
+    new runs' ids."""
     import pandas as pd
     import yaml
     from mlflow.entities import Metric, Param
@@ -317,12 +317,13 @@ def log_results(out_dir: Path, experiment: Experiment, *, force: bool = False,
     base_tags = {"config_fingerprint": results.config_fingerprint, "study": results.study,
                  "seed": str(results.seed), "dataset_fingerprint": results.corpus.fingerprint,
                  "results_dir": str(out_dir.resolve()), **process_tags(),
-                 **{k if k == "results_uid" else f"provenance.{k}": v
-                    for k, v in results.provenance.items()}}
+                 "results_uid": results.provenance.get("results_uid", ""),
+                 "provenance": json.dumps({k: v for k, v in results.provenance.items()
+                                           if k != "results_uid"}, sort_keys=True)}
     pred = pd.read_csv(out_dir / PREDICTIONS_FILE, keep_default_na=False, na_values=[""]) \
-        if artifacts and (out_dir / PREDICTIONS_FILE).is_file() else None
+        if detail and (out_dir / PREDICTIONS_FILE).is_file() else None
     ranking = pd.read_csv(out_dir / RUN_FILE) \
-        if artifacts and (out_dir / RUN_FILE).is_file() else None
+        if detail and (out_dir / RUN_FILE).is_file() else None
     runs = {m: ("FINISHED", r) for m, r in results.methods.items() if m not in done}
     if results.error and results.error["phase"].startswith("method "):
         runs[results.error["phase"][len("method "):]] = ("FAILED", None)
@@ -348,8 +349,9 @@ def log_results(out_dir: Path, experiment: Experiment, *, force: bool = False,
                     bp, ps = ps[:100], ps[100:]
                     bm, ms = ms[:1000 - len(bp)], ms[1000 - len(bp):]
                     retry_locked(client.log_batch, run_id, metrics=bm, params=bp)
-                retry_locked(client.log_inputs, run_id, datasets=[_dataset_input(results)])
-                if artifacts:
+                if detail:
+                    retry_locked(client.log_inputs, run_id,
+                                 datasets=[_dataset_input(results)])
                     _log_files(client, run_id, out_dir, Path(tmp) / method, method,
                                None if res is None else (pred, ranking))
             except KeyboardInterrupt:

@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")
     base_dir = Path.cwd()
     base = [f"embedder={args.embedder}", f"mlflow.tracking_uri={args.tracking_uri}",
-            f"results_root={args.results_root}", "mlflow.artifacts=false",
+            f"results_root={args.results_root}", "mlflow.detail=false",
             *(["mlflow.skip_finished=false"] if args.force else [])]
     wanted = list(args.only) if args.only else [*STUDIES, "reembed_length", "weights_test"]
     unknown = set(wanted) - {*STUDIES, "reembed_length", "weights_test"}
@@ -270,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     jobs = [j for s in STUDIES if s in wanted for j in study_jobs(s, base)]
     if "reembed_length" in wanted:
         jobs += reembed_jobs([b for b in base if not b.startswith(("embedder=",
-                                                                   "mlflow.artifacts="))])
+                                                                   "mlflow.detail="))])
     pending = [j for j in jobs if not finished(j, base_dir)]
     print(f"{len(jobs)} configurations, {len(jobs) - len(pending)} already finished; "
           f"job logs in {log_dir}", flush=True)

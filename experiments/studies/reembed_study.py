@@ -91,8 +91,8 @@ def run_reembed(cfg: DictConfig, base: Path) -> None:
             mlflow.set_tracking_uri(resolve_tracking_uri(cfg.mlflow.tracking_uri, base))
             mlflow.set_experiment(cfg.mlflow.experiment)
             with mlflow.start_run(run_name=name, tags={
-                    "config_fingerprint": fp, "study": cfg.study,
-                    "provenance.git_commit": git_commit(base), "results_dir": str(out)}):
+                    "config_fingerprint": fp, "study": cfg.study, "results_dir": str(out),
+                    "provenance": json.dumps({"git_commit": git_commit(base)})}):
                 mlflow.log_params(flatten(OmegaConf.to_container(cfg, resolve=True)))
                 mlflow.log_metrics(metrics)
         except Exception as e:  # noqa: BLE001 - the results are on disk
