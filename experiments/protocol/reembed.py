@@ -55,6 +55,11 @@ def edit_costs(dataset: Dataset, n_edits: int = 200, seed: int = 0,
     return text_edit_costs([latest[k] for k in edited], n_edits, seed, window, overlap)
 
 
+#: the ways of re-indexing an edited document whose costs are measured, in the tables' order
+COSTS = ("full_reindex", "hash_dedup_paragraph", "full_reindex_window", "hash_dedup_window",
+         "surgical")
+
+
 def text_edit_costs(texts: list[str], n_edits: int = 200, seed: int = 0,
                     window: int = 500, overlap: int = 50) -> dict[str, float]:
     """Mean chunks (re-)embedded per one-word edit of documents drawn from ``texts``."""
@@ -74,9 +79,7 @@ def text_edit_costs(texts: list[str], n_edits: int = 200, seed: int = 0,
         surgical = store.add_document("doc", new, 1.0).n_reembedded
         rows.append((len(pn), _new_hashes(po, pn), len(wn), _new_hashes(wo, wn), surgical))
     a = np.array(rows, dtype=np.float64).reshape(-1, 5)
-    names = ("full_reindex", "hash_dedup_paragraph", "full_reindex_window",
-             "hash_dedup_window", "surgical")
     out = {f"reembed_{n}": float(a[:, i].mean()) if len(a) else float("nan")
-           for i, n in enumerate(names)}
+           for i, n in enumerate(COSTS)}
     out["reembed_edits"] = float(len(a))
     return out

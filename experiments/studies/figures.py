@@ -31,6 +31,7 @@ from experiments.protocol.metrics import (
     rate_ci,
     seed_paired_test,
 )
+from experiments.protocol.reembed import COSTS
 from experiments.results.provenance import flatten
 from experiments.results.record import CONFIG_FILE, PREDICTIONS_FILE, RESULTS_FILE, read_results
 
@@ -454,7 +455,7 @@ def reembed_length(store: Store, out: Path) -> dict[str, str]:
              **{k.removeprefix("reembed_"): v for k, v in r.data.metrics.items()
                 if k.startswith("reembed_") and k != "reembed_edits"}} for r in parents]
     df = pd.DataFrame(rows).groupby("paragraphs", sort=True).mean(numeric_only=True)
-    df = df.drop(columns=["seed"]).reset_index()
+    df = df[[c for c in COSTS if c in df.columns]].reset_index()
     _plot_reembed(df, out / "reembed_length.png")
     show = df.copy()
     for c in show.columns[1:]:
