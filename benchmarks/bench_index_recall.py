@@ -10,7 +10,9 @@ store configurations) into a store whose index holds every vector twice, in an e
 and in an hnswlib index: the replay and its consolidations use the exact one (the reference
 state). At each query, each method's pool (its ``pool`` nearest vectors visible at the
 query's time, with its lifecycle filter) is taken with the exact index and again with
-hnswlib at each ``ef``; the recall is the share of the exact pool that hnswlib's holds.
+hnswlib at each ``ef``; the recall is the share of the exact pool that hnswlib's holds,
+ties counted as ann-benchmarks counts them (a row as similar as the exact pool's last is a
+true neighbour).
 Searches record no access (the pools of methods that do differ a little from a real run's;
 the index's recall is what is measured). Writes ``results/benchmarks/index_recall.json``.
 """
@@ -62,7 +64,15 @@ class TeeIndex:
 
     @property
     def ef_search(self) -> int:
-        return getattr(self.active, "ef_search", 0)
+        """hnswlib's ``ef`` when searching with it; absent (as on an exact index) otherwise,
+        so that the store and its consolidation treat the index as the one in use."""
+        if self.mode == "exact":
+            raise AttributeError("ef_search")
+        return self.hnsw.ef_search
+
+    @ef_search.setter
+    def ef_search(self, value: int) -> None:
+        self.hnsw.ef_search = value
 
     def add(self, labels: np.ndarray, vectors: np.ndarray) -> None:
         self.exact.add(labels, vectors)
@@ -75,19 +85,30 @@ class TeeIndex:
         return self.exact.get_vectors(labels)
 
 
-def pool_rows(tee: TeeIndex, ef: int | None, store: SmartVectorStore, at: float,
-              vector: np.ndarray, pool: int, lifecycle: bool) -> set[int]:
-    """The rows of a method's pool, by exact search (``ef`` None) or by hnswlib at ``ef``;
-    the index is left on exact search (the replay's)."""
+def pool(tee: TeeIndex, ef: int | None, store: SmartVectorStore, at: float,
+         vector: np.ndarray, size: int, lifecycle: bool) -> tuple[set[int], np.ndarray]:
+    """A method's pool (rows and their cosines), by exact search (``ef`` None) or by
+    hnswlib at ``ef``; the index is left on exact search (the replay's)."""
     tee.mode = "exact" if ef is None else "hnsw"
     if ef is not None:
         tee.hnsw.ef_search = ef
     try:
-        res = store.search(None, at, 1, vector=vector, pool=pool, weights=SEMANTIC,
+        res = store.search(None, at, 1, vector=vector, pool=size, weights=SEMANTIC,
                            lifecycle=lifecycle, record_access=False)
     finally:
         tee.mode = "exact"
-    return set(res.rows.tolist())
+    return set(res.rows.tolist()), np.asarray(res.semantic, dtype=np.float64)
+
+
+def recall(truth: tuple[set[int], np.ndarray], got: tuple[set[int], np.ndarray]) -> float:
+    """The share of the exact pool hnswlib's pool matches, ties counted as ann-benchmarks
+    counts them: a row of hnswlib's pool whose cosine is at least the exact pool's lowest
+    (less 1e-6) is a true neighbour (pools of identical texts tie exactly)."""
+    rows, sims = truth
+    if not rows:
+        return 1.0
+    found = int(np.sum(got[1] >= sims.min() - 1e-6))
+    return min(found, len(rows)) / len(rows)
 
 
 def pooled_methods(settings: Any) -> dict[str, tuple[Any, int, bool]]:
@@ -109,7 +130,8 @@ def pooled_methods(settings: Any) -> dict[str, tuple[Any, int, bool]]:
     return out
 
 
-def measure(corpus: str, efs: list[int]) -> dict[str, Any]:
+def measure(corpus: str, efs: list[int], m: int = 16, ef_construction: int = 200
+            ) -> dict[str, Any]:
     register()
     with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
         cfg = compose(config_name="config", overrides=[f"dataset={corpus}"])
@@ -124,10 +146,10 @@ def measure(corpus: str, efs: list[int]) -> dict[str, Any]:
     by_store: dict[str, list[str]] = defaultdict(list)
     for name, (config, _, _) in methods.items():
         by_store[repr(config)].append(name)
-    recall: dict[tuple[str, int], list[float]] = defaultdict(list)
+    found: dict[tuple[str, int], list[float]] = defaultdict(list)
     for names in by_store.values():
         config = methods[names[0]][0]
-        tee = TeeIndex(embedder.dim)
+        tee = TeeIndex(embedder.dim, M=m, ef_construction=ef_construction)
         store = SmartVectorStore(embedder, tee, config)
         dirty = None
         for t, kind, obj in tqdm(timeline(ds), desc=f"{corpus} ({', '.join(names)})",
@@ -147,17 +169,16 @@ def measure(corpus: str, efs: list[int]) -> dict[str, Any]:
                 store.consolidate(t)
                 dirty = None
             for name in names:
-                _, pool, lifecycle = methods[name]
-                ask = (store, obj.ts, qvecs[obj.id], pool, lifecycle)
-                truth = pool_rows(tee, None, *ask)
+                _, size, lifecycle = methods[name]
+                ask = (store, obj.ts, qvecs[obj.id], size, lifecycle)
+                truth = pool(tee, None, *ask)
                 for ef in efs:
-                    got = pool_rows(tee, ef, *ask)
-                    recall[(name, ef)].append(len(truth & got) / len(truth) if truth else 1.0)
+                    found[(name, ef)].append(recall(truth, pool(tee, ef, *ask)))
     return {"queries": len(ds.queries), "vectors": len(tee), "methods": {
         name: {"pool": methods[name][1], "lifecycle": methods[name][2], "recall": {
-            str(ef): {"mean": float(np.mean(recall[(name, ef)])),
-                      "min": float(np.min(recall[(name, ef)])),
-                      "all_found": float(np.mean(np.array(recall[(name, ef)]) == 1.0))}
+            str(ef): {"mean": float(np.mean(found[(name, ef)])),
+                      "min": float(np.min(found[(name, ef)])),
+                      "all_found": float(np.mean(np.array(found[(name, ef)]) == 1.0))}
             for ef in efs}} for name in methods}}
 
 
@@ -165,12 +186,15 @@ def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--corpora", default="policy_synth,site_policy,peps")
     ap.add_argument("--ef", default="16,32,64,128")
+    ap.add_argument("--m", type=int, default=16, help="hnswlib's M (graph degree)")
+    ap.add_argument("--ef-construction", type=int, default=200)
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     efs = [int(x) for x in args.ef.split(",")]
-    res: dict[str, Any] = {"benchmark": "index_recall", "machine": machine(), "corpora": {}}
+    res: dict[str, Any] = {"benchmark": "index_recall", "machine": machine(),
+                           "M": args.m, "ef_construction": args.ef_construction, "corpora": {}}
     for corpus in args.corpora.split(","):
-        res["corpora"][corpus] = measure(corpus, efs)
+        res["corpora"][corpus] = measure(corpus, efs, args.m, args.ef_construction)
     write_result("index_recall", res, args.out)
     worst = {ef: min(m["recall"][str(ef)]["mean"] for c in res["corpora"].values()
                      for m in c["methods"].values()) for ef in efs}

@@ -336,11 +336,13 @@ def index_recall_section(r: dict) -> list[str]:
     efs = sorted({int(ef) for c in r["corpora"].values() for m in c["methods"].values()
                   for ef in m["recall"]})
     out = ["## 7. hnswlib against exact search: recall of each method's pool", "",
-           "`python -m benchmarks.bench_index_recall` (" + _machine(r["machine"]) + "): each "
+           "`python -m benchmarks.bench_index_recall` (" + _machine(r["machine"]) + f"; hnswlib "
+           f"M={r.get('M', 16)}, ef_construction={r.get('ef_construction', 200)}): each "
            "shipped corpus replayed with the real model into a store whose consolidations use "
            "exact search; at every query each default method's pool (its `pool` nearest "
            "visible vectors, its lifecycle filter) with exact search and with hnswlib at each "
-           "`ef`. Mean recall over the queries (lowest recall of a query in brackets).", "",
+           "`ef`. Mean recall over the queries, ties counted as ann-benchmarks counts them "
+           "(lowest recall of a query in brackets).", "",
            "| corpus | method | pool | " + " | ".join(f"ef {ef}" for ef in efs) + " |",
            "|---|---|---:|" + "---:|" * len(efs)]
     for corpus, c in r["corpora"].items():

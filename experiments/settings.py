@@ -71,7 +71,9 @@ def _check_run(cfg: DictConfig) -> None:
         (p.k >= 1, f"protocol.k must be >= 1, got {p.k}"),
         (p.index in ("exact", "hnsw"), f"protocol.index must be 'exact' or 'hnsw', got "
                                        f"{p.index!r}"),
-        (p.hnsw_ef >= 1, f"protocol.hnsw_ef must be >= 1, got {p.hnsw_ef}"),
+        (min(p.hnsw_ef, p.hnsw_m, p.hnsw_ef_construction) >= 1,
+         f"protocol.hnsw_ef, hnsw_m and hnsw_ef_construction must be >= 1, got {p.hnsw_ef}, "
+         f"{p.hnsw_m}, {p.hnsw_ef_construction}"),
         (p.mode in ("replay", "time_travel"), f"protocol.mode must be replay or time_travel, "
                                               f"got {p.mode!r}"),
         (0.0 <= p.feedback_rate <= 1.0, f"protocol.feedback_rate must be in [0, 1], got "

@@ -53,6 +53,15 @@ def shared_embedder(e: DictConfig, base: Path) -> Any:
     return _EMBEDDERS[key]
 
 
+def index_options(cfg: DictConfig) -> tuple[tuple[str, int], ...]:
+    """The index's constructor options from ``protocol`` (hnswlib's; none for exact)."""
+    p = cfg.protocol
+    if p.index != "hnsw":
+        return ()
+    return (("M", p.hnsw_m), ("ef_construction", p.hnsw_ef_construction),
+            ("ef_search", p.hnsw_ef))
+
+
 def share_groups(retrievers: list[Retriever], feedback: bool) -> list[list[Retriever]]:
     """The retrievers grouped by shared state (config order kept within and across groups);
     with feedback every method keeps its own state."""
@@ -73,9 +82,8 @@ def evaluate(cfg: DictConfig, settings: Settings, ds: Dataset, out_dir: Path, ba
     embedder.encode(sorted(chunks) + [q.text for q in ds.queries])  # one large batch
     qvecs = dict(zip([q.id for q in ds.queries],
                      embedder.encode([q.text for q in ds.queries]), strict=True))
-    ctx = Context(embedder, settings.store, cfg.protocol.index,
-                  (("ef_search", cfg.protocol.hnsw_ef),) if cfg.protocol.index == "hnsw" else ())
     p = cfg.protocol
+    ctx = Context(embedder, settings.store, p.index, index_options(cfg))
     outcomes: dict[str, dict[str, Any]] = {}
     error: dict[str, str] | None = None
     names = list(settings.methods)
