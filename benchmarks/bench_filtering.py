@@ -43,7 +43,7 @@ from collections.abc import Callable
 import hnswlib
 import numpy as np
 
-from smartvector.store import _FETCH_MARGIN, first_fetch
+from smartvector.query import _FETCH_MARGIN, first_fetch
 
 from .bench_query import CONSOLIDATE_AT, exact_truth  # the same knowledge bases
 from .common import machine, sizes_arg, write_result

@@ -43,7 +43,7 @@ import time
 
 import numpy as np
 
-from smartvector.store import Candidates
+from smartvector.query import Candidates
 
 from .common import (
     loglog_fit,

@@ -12,8 +12,8 @@ from smartvector import HnswIndex, ScoringWeights, SmartVectorStore, StoreConfig
 from smartvector.config import ConfidenceParams, TemporalParams
 from smartvector.countlog import UNORDERED, CountLog
 from smartvector.embedders import HashingEmbedder
+from smartvector.query import Candidates
 from smartvector.scoring import combine
-from smartvector.store import Candidates
 from smartvector.timeutil import DAY
 
 DIM = 32

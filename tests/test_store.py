@@ -660,7 +660,7 @@ def test_update_without_source_keeps_the_documents_source(make_store) -> None:
 
 
 def test_first_fetch_divides_by_the_visible_share_with_a_margin():
-    from smartvector.store import first_fetch
+    from smartvector.query import first_fetch
 
     assert first_fetch(50, 1.0, 64, 10_000) == 64  # at least ef_search
     assert first_fetch(100, 1.0, 64, 10_000) == 100  # everything visible: no margin

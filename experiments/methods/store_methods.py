@@ -23,7 +23,7 @@ from experiments.methods.base import (
 )
 from experiments.protocol.grading import contains_answer
 from smartvector import ScoringWeights, SmartVectorStore, Status
-from smartvector.store import SearchResult
+from smartvector.query import SearchResult
 
 SEMANTIC_ONLY = ScoringWeights(1.0, 0.0, 0.0, 0.0)
 
