@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from experiments.config import register
 from experiments.data.dataset import DatasetError
 from experiments.data.loading import materialise, read_in_place, source_of, split_queries
-from experiments.ops.resilience import Terminated, interrupt_of, sigterm_as_interrupt
+from experiments.ops.resilience import Terminated, interrupt_of, one_line, sigterm_as_interrupt
 from experiments.protocol.job import evaluate, summary_rows
 from experiments.results.mlflow_export import (
     artifact_location_for,
@@ -116,7 +116,7 @@ def log(out: Path, uri: str, cfg: DictConfig, base: Path) -> None:
             log_results(out, experiment, detail=cfg.mlflow.detail)
             return
         except Exception as e:  # noqa: BLE001 - results are safe on disk
-            reason = f"logging to {uri} failed: {str(e).splitlines()[0] if str(e) else e}"
+            reason = f"logging to {uri} failed: {one_line(e)}"
     print(f"warning: not logged to MLflow ({reason}); the results are in {out}; when the "
           f"store is back run: python -m experiments.results.import_runs {out} (add --tracking-uri "
           f"URI to log elsewhere than {uri})", file=sys.stderr)

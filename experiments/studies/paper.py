@@ -31,6 +31,7 @@ import multiprocessing
 import resource
 import sys
 import time
+import traceback
 from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
@@ -178,6 +179,9 @@ def run_job(job: Job, base_dir: str, log: str) -> int:
                 run_pipeline(cfg, Path(base_dir))
         except SystemExit as e:
             return e.code if isinstance(e.code, int) else 1
+        except Exception:  # noqa: BLE001 - a fault of one job: in its log, the others go on
+            traceback.print_exc()
+            return 1
     return 0
 
 
