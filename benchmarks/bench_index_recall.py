@@ -138,7 +138,7 @@ def measure(corpus: str, efs: list[int], m: int = 16, ef_construction: int = 200
     settings = validate(cfg, ROOT)
     work = ROOT / ".cache" / "bench_index_recall" / corpus
     work.mkdir(parents=True, exist_ok=True)
-    ds = materialise(cfg, settings, work, ROOT)
+    ds = materialise(settings, work, ROOT)
     embedder = MemoEmbedder(shared_embedder(cfg.embedder, ROOT))
     qvecs = dict(zip([q.id for q in ds.queries],
                      embedder.encode([q.text for q in ds.queries]), strict=True))

@@ -18,7 +18,7 @@ from experiments.config import register
 from experiments.data.dataset import DatasetError
 from experiments.data.loading import materialise, read_in_place, source_of, split_queries
 from experiments.ops.resilience import Terminated, interrupt_of, one_line, sigterm_as_interrupt
-from experiments.protocol.job import evaluate, summary_rows
+from experiments.protocol.job import evaluate
 from experiments.results.mlflow_export import (
     artifact_location_for,
     finished_on_server,
@@ -71,7 +71,7 @@ def run_pipeline(cfg: DictConfig, base: Path) -> float | None:
     """One configuration from start to end; returns SmartVector's top-1 accuracy."""
     try:  # 1. validate, read the dataset (a dataset read in place: now, once)
         settings = validate(cfg, base)
-        ds = read_in_place(cfg, settings, base)
+        ds = read_in_place(settings, base)
     except (ConfigError, DatasetError) as e:
         fail(str(e))
     fp = config_fingerprint(cfg, None if ds is None else ds.fingerprint())
@@ -87,11 +87,11 @@ def run_pipeline(cfg: DictConfig, base: Path) -> float | None:
             return None
         try:  # 3. generate the dataset, replay, grade, write
             if ds is None:
-                ds = materialise(cfg, settings, out, base)
+                ds = materialise(settings, out, base)
             ds = split_queries(ds, cfg.query_split)
         except DatasetError as e:
             fail(str(e))
-        results = evaluate(cfg, settings, ds, out, base, fp, source_of(cfg, base))
+        results = evaluate(cfg, settings, ds, out, base, fp, source_of(cfg, settings, base))
     print(regime(cfg, settings))
     print_table(results)
     if cfg.mlflow.enabled:  # 4. log the directory (the same code as import_runs)
@@ -125,7 +125,12 @@ def log(out: Path, uri: str, cfg: DictConfig, base: Path) -> None:
 def print_table(results: RunResults) -> None:
     c = results.corpus
     print(f"corpus: {c.vectors} vectors, {c.documents} documents, {c.queries} queries")
-    rows = summary_rows(results)
+    rows = [{"method": name,
+             **{k: f"{m.quality[k]:.3f} [{m.quality[k + '_ci_lo']:.2f},"
+                   f"{m.quality[k + '_ci_hi']:.2f}]" for k in ("top1_accuracy", "stale_rate")},
+             "contradicted": f"{m.quality['contradicted_rate']:.3f}",
+             "ece": f"{m.quality['ece']:.3f}", "p50_ms": f"{m.timing['latency_p50_ms']:.2f}"}
+            for name, m in results.methods.items()]
     if rows:
         print(pd.DataFrame(rows).to_string(index=False))
     r = results.reembed

@@ -11,7 +11,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import build_frozen, method_store_config
-from experiments.data.registry import config_of, get_kind
+from experiments.data.registry import DatasetKind, config_of, get_kind
 from experiments.methods import MissingExtraError, make_params
 from experiments.protocol.replay import Schedule
 from smartvector import StoreConfig
@@ -30,6 +30,8 @@ class Settings:
     methods: dict[str, dict[str, Any]]
     schedule: Schedule
     dataset: Any
+    #: the dataset's registered kind (how to check, generate or find it)
+    dataset_kind: DatasetKind
 
 
 EMBEDDERS = ("hashing", "minilm", "all-MiniLM-L6-v2", "st")
@@ -60,7 +62,8 @@ def validate(cfg: DictConfig, base: Path) -> Settings:
     if cfg.protocol.mode == "time_travel":  # queries "as of" the past record no accesses
         store = dataclasses.replace(store, record_access=False)
     return Settings(store, methods, Schedule(cfg.protocol.consolidate_daily,
-                                             cfg.protocol.consolidate_before_queries), dataset)
+                                             cfg.protocol.consolidate_before_queries), dataset,
+                    kind)
 
 
 def _check_run(cfg: DictConfig) -> None:

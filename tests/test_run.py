@@ -108,7 +108,7 @@ def test_unknown_key_fails_at_start_up(tmp_path: Path) -> None:
 def _evaluate(cfg, out: Path):
     settings = validate(cfg, ROOT)
     out.mkdir(parents=True)
-    ds = materialise(cfg, settings, out, ROOT)
+    ds = materialise(settings, out, ROOT)
     return evaluate(cfg, settings, ds, out, ROOT, config_fingerprint(cfg, None), "dataset")
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from experiments.data.dataset import Dataset, load_dataset
-from experiments.data.registry import get_kind
 from experiments.settings import Settings
 
 
@@ -24,26 +23,25 @@ def _load(path: Path) -> Dataset:
     return ds
 
 
-def read_in_place(cfg: DictConfig, settings: Settings, base: Path) -> Dataset | None:
+def read_in_place(settings: Settings, base: Path) -> Dataset | None:
     """The dataset of a kind read where it lies (``dataset=jsonl``), validated now, before
     any other work; None for a generated kind (see :func:`materialise`)."""
-    kind = get_kind(cfg.dataset.kind)
+    kind = settings.dataset_kind
     if kind.generated:
         return None
     return _load(kind.materialise(settings.dataset, base, base))
 
 
-def materialise(cfg: DictConfig, settings: Settings, out_dir: Path, base: Path) -> Dataset:
+def materialise(settings: Settings, out_dir: Path, base: Path) -> Dataset:
     """A generated dataset, written into ``out_dir/dataset`` and read back through the
     loader."""
-    kind = get_kind(cfg.dataset.kind)
-    return _load(kind.materialise(settings.dataset, out_dir, base))
+    return _load(settings.dataset_kind.materialise(settings.dataset, out_dir, base))
 
 
-def source_of(cfg: DictConfig, base: Path) -> str:
+def source_of(cfg: DictConfig, settings: Settings, base: Path) -> str:
     """Where the corpus lies: ``dataset`` (in the results directory) or its absolute path."""
-    kind = get_kind(cfg.dataset.kind)
-    return "dataset" if kind.generated else str((base / cfg.dataset.path).resolve())
+    generated = settings.dataset_kind.generated
+    return "dataset" if generated else str((base / cfg.dataset.path).resolve())
 
 
 def split_queries(ds: Dataset, split: str) -> Dataset:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import socket
 import sys
 import uuid
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -87,28 +86,27 @@ def evaluate(cfg: DictConfig, settings: Settings, ds: Dataset, out_dir: Path, ba
     outcomes: dict[str, dict[str, Any]] = {}
     error: dict[str, str] | None = None
     names = list(settings.methods)
+    phase = ""  # the method at work, named by an error
     with tqdm(total=len(names), desc="methods", unit="method", file=sys.stderr) as bar:
         try:
             retrievers = []
-            for name in names:
-                error = {"phase": f"method {name}", "message": ""}
-                retrievers.append(make_retriever(name, settings.methods[name], ctx))
+            for phase in names:
+                retrievers.append(make_retriever(phase, settings.methods[phase], ctx))
             for group in share_groups(retrievers, p.feedback_rate > 0):
-                error = {"phase": f"method {group[0].name}", "message": ""}
+                phase = group[0].name
                 replays = replay_shared(ds, group, qvecs, k=p.k, schedule=settings.schedule,
                                         mode=p.mode, feedback_rate=p.feedback_rate,
                                         seed=cfg.seed)
                 for r, res in zip(group, replays, strict=True):
-                    error = {"phase": f"method {r.name}", "message": ""}
+                    phase = r.name
                     pred = pd.DataFrame(grade_run(ds, res))
                     outcomes[r.name] = {
                         "result": MethodResult(r.recorded_params, method_metrics(
                             pred, seed=cfg.seed, n_boot=cfg.n_boot), timing_metrics(res)),
                         "predictions": pred, "run": run_rows(res), "vectors": res.n_vectors}
                     bar.update()
-            error = None
         except Exception as e:  # noqa: BLE001 - keep what finished, then fail the run
-            error["message"] = one_line(e)
+            error = {"phase": f"method {phase}", "message": one_line(e)}
     reembed: dict[str, float] = {}
     if error is None and cfg.reembed.n_edits > 0:
         try:
@@ -151,16 +149,3 @@ def provenance(base: Path) -> dict[str, str]:
     return {"git_commit": git_commit(base), "host": socket.gethostname(),
             "results_uid": uuid.uuid4().hex,
             **{f"version.{k}": v for k, v in package_versions().items()}}
-
-
-def summary_rows(results: RunResults) -> list[Mapping[str, str]]:
-    """The printed table: one row per method."""
-    rows = []
-    for name, m in results.methods.items():
-        q = m.quality
-        rows.append({"method": name,
-                     **{k: f"{q[k]:.3f} [{q[k + '_ci_lo']:.2f},{q[k + '_ci_hi']:.2f}]"
-                        for k in ("top1_accuracy", "stale_rate")},
-                     "contradicted": f"{q['contradicted_rate']:.3f}",
-                     "ece": f"{q['ece']:.3f}", "p50_ms": f"{m.timing['latency_p50_ms']:.2f}"})
-    return rows

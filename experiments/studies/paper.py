@@ -92,6 +92,9 @@ def compose(config_name: str, overrides: list[str], hydra_node: bool = False) ->
                              return_hydra_config=hydra_node)
 
 
+_ABSENT = object()
+
+
 class StudyConfigs:
     """A study's configurations, composing the study once: a job that only changes scalar
     values of existing keys is that composition with the values set (OmegaConf's public
@@ -110,9 +113,9 @@ class StudyConfigs:
             return compose(self.config_name, overrides)
         for o in _parse(extra):
             key = o.key_or_group
-            node = OmegaConf.select(cfg, key, default=None)
-            if (o.type.name != "CHANGE" or o.package is not None or isinstance(node, DictConfig)
-                    or OmegaConf.select(cfg, key, default="<missing>") == "<missing>"):
+            node = OmegaConf.select(cfg, key, default=_ABSENT)
+            if (o.type.name != "CHANGE" or o.package is not None or node is _ABSENT
+                    or isinstance(node, DictConfig)):
                 return compose(self.config_name, overrides)
             OmegaConf.update(cfg, key, o.value(), merge=True)
         return cfg
@@ -149,6 +152,7 @@ def reembed_jobs(base: list[str]) -> list[Job]:
 def finished(job: Job, base_dir: Path) -> bool:
     """Whether the job's results directory is finished (a configuration read in place is
     never assumed finished here: its worker checks the data's content)."""
+    from experiments.data.registry import get_kind
     from experiments.results.record import is_finished, results_dir
     from experiments.run import config_fingerprint
     from experiments.studies.reembed_study import REEMBED_FILE, config_fingerprint_of
@@ -159,7 +163,7 @@ def finished(job: Job, base_dir: Path) -> bool:
     if job.app == "reembed":
         out = results_dir(base_dir / cfg.results_root, cfg.study, config_fingerprint_of(cfg))
         return (out / REEMBED_FILE).is_file()
-    if cfg.dataset.kind == "jsonl":
+    if not get_kind(cfg.dataset.kind).generated:  # its worker checks the data's content
         return False
     out = results_dir(base_dir / cfg.results_root, cfg.study, config_fingerprint(cfg, None))
     return is_finished(out)

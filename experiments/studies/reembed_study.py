@@ -83,21 +83,42 @@ def run_reembed(cfg: DictConfig, base: Path) -> None:
     print(f"{cfg.n_paragraphs} paragraphs: " + ", ".join(
         f"{k.removeprefix('reembed_')} {v:.2f}" for k, v in metrics.items()))
     if cfg.mlflow.enabled:
-        try:
-            import mlflow
+        log_costs(cfg, base, name, fp, out, metrics)
 
-            from experiments.results.mlflow_export import resolve_tracking_uri
 
-            mlflow.set_tracking_uri(resolve_tracking_uri(cfg.mlflow.tracking_uri, base))
-            mlflow.set_experiment(cfg.mlflow.experiment)
-            with mlflow.start_run(run_name=name, tags={
-                    "config_fingerprint": fp, "study": cfg.study, "results_dir": str(out),
-                    "provenance": json.dumps({"git_commit": git_commit(base)})}):
-                mlflow.log_params(flatten(OmegaConf.to_container(cfg, resolve=True)))
-                mlflow.log_metrics(metrics)
-        except Exception as e:  # noqa: BLE001 - the results are on disk
-            print(f"warning: not logged to MLflow ({e}); the results are in {out}",
-                  file=sys.stderr)
+def log_costs(cfg: DictConfig, base: Path, name: str, fp: str, out: Path,
+              metrics: dict[str, float]) -> None:
+    """One MLflow run of the costs, in an experiment opened as the runs' are (its artifacts
+    beside a SQLite store, never in a stray ``./mlruns``)."""
+    from mlflow.entities import Metric, Param
+
+    from experiments.results.mlflow_export import (
+        artifact_location_for,
+        open_experiment,
+        process_tags,
+        resolve_tracking_uri,
+    )
+
+    uri = resolve_tracking_uri(cfg.mlflow.tracking_uri, base)
+    experiment, reason = open_experiment(uri, cfg.mlflow.experiment, artifact_location_for(
+        uri, cfg.mlflow.artifact_location, base))
+    if experiment is None:
+        print(f"warning: not logged to MLflow ({reason}); the results are in {out}",
+              file=sys.stderr)
+        return
+    client = experiment.client
+    params = flatten(OmegaConf.to_container(cfg, resolve=True))
+    try:
+        run = client.create_run(experiment.id, run_name=name, tags={
+            "config_fingerprint": fp, "study": cfg.study, "results_dir": str(out),
+            "provenance": json.dumps({"git_commit": git_commit(base)}), **process_tags()})
+        client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in params.items()],
+                         metrics=[Metric(k, float(v), 0, 0) for k, v in metrics.items()])
+        client.set_terminated(run.info.run_id, "FINISHED")
+    except Exception as e:  # noqa: BLE001 - the results are on disk (a run left RUNNING is
+        # reaped by the next process that opens the experiment)
+        print(f"warning: not logged to MLflow ({e}); the results are in {out}",
+              file=sys.stderr)
 
 
 @hydra.main(version_base="1.3", config_path="../../conf", config_name="reembed_study")
