@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from experiments.protocol.grading import contains_answer
+from experiments.protocol.answers import contains_answer
 from smartvector.fileio import atomic_write_bytes
 from smartvector.sources import default_authority
 from smartvector.timeutil import to_ts
@@ -303,6 +303,8 @@ def _parse_doc(obj: Any, line: int | None) -> DocVersion:
                    f"({_show(authority)})")  # fmt: skip
     elif not 0.0 <= authority <= 1.0:  # also catches NaN; exact for huge ints
         raise _Bad(f"field 'authority' must be in [0, 1], got {authority!r}")
+    meta = _object(obj, "meta")
+    _check_meta(meta)
     return DocVersion(
         doc_id=doc_id,
         version=version,
@@ -313,10 +315,29 @@ def _parse_doc(obj: Any, line: int | None) -> DocVersion:
         authority=float(authority),
         author=_str(obj, "author", required=False, empty_ok=True, default=""),
         depends_on=_str_list(obj, "depends_on", required=False),
-        meta=_object(obj, "meta"),
+        meta=meta,
         extra=_extra(obj, _DOC_FIELDS),
         line=line,
     )
+
+
+def _check_meta(meta: Mapping[str, Any]) -> None:
+    """The types of the ``meta`` fields grading reads: ``injected`` and ``contradicts``."""
+    if "injected" in meta and not isinstance(meta["injected"], bool):
+        value = meta["injected"]
+        raise _Bad(f"field 'meta.injected' must be a boolean, got {_type_name(value)} "
+                   f"({_show(value)})")  # fmt: skip
+    if "contradicts" in meta:
+        value = meta["contradicts"]
+        if not isinstance(value, list):
+            raise _Bad(f"field 'meta.contradicts' must be a list of doc ids, got "
+                       f"{_type_name(value)} ({_show(value)})")  # fmt: skip
+        for i, item in enumerate(value):
+            if not isinstance(item, str):
+                raise _Bad(f"field 'meta.contradicts' item {i} must be a string, got "
+                           f"{_type_name(item)} ({_show(item)})")  # fmt: skip
+            if not item.strip():
+                raise _Bad(f"field 'meta.contradicts' item {i} is empty")
 
 
 def _parse_query(obj: Any, line: int | None) -> Query:
@@ -405,9 +426,14 @@ class _CorpusChecker:
 
 
 def _check_depends(doc: DocVersion, known: set[str]) -> None:
+    """The doc ids ``depends_on`` and ``meta.contradicts`` name exist in the corpus."""
     for dep in doc.depends_on:
         if dep not in known:
             raise _Bad(f"field 'depends_on' names unknown doc id {_show(dep)}")
+    contradicts = doc.meta.get("contradicts")
+    for doc_id in contradicts if isinstance(contradicts, list) else ():
+        if not isinstance(doc_id, str) or doc_id not in known:  # (a DocVersion given as is)
+            raise _Bad(f"field 'meta.contradicts' names unknown doc id {_show(doc_id)}")
 
 
 def _check_doc_ids(query: Query, known: set[str]) -> None:
