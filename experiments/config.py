@@ -107,7 +107,7 @@ class ProtocolConfig:
     ``benchmarks/bench_index_recall.py`` measured the defaults' recall of every default
     method's pool against exact search on every shipped corpus (results/benchmarks)."""
 
-    k: int = 5
+    k: int = 10  # the depth of every ranking (nDCG@10, Recall@10 and MRR@10 need 10)
     index: str = "hnsw"
     hnsw_ef: int = 512
     hnsw_m: int = 32

@@ -5,7 +5,8 @@ from datetime import UTC, datetime
 import pytest
 
 from experiments.data.dataset import Query
-from experiments.protocol.grading import Grade, contains_answer, grade, normalise
+from experiments.protocol.answers import contains_answer, normalise
+from experiments.protocol.grading import Grade, grade
 
 
 @pytest.mark.parametrize(
@@ -85,14 +86,15 @@ def _query(**kw: object) -> Query:
 
 
 def test_grade_values() -> None:
-    assert [g.value for g in Grade] == ["correct", "stale", "contradicted", "wrong"]
+    assert [g.value for g in Grade] == ["correct", "stale", "contradicted", "wrong",
+                                        "other_document"]
     assert Grade.CORRECT == "correct"
 
 
 def test_grade_correct_needs_the_right_document() -> None:
     q = _query()
     assert grade("kept for 90 days", "a", False, q) is Grade.CORRECT
-    assert grade("kept for 90 days", "b", False, q) is Grade.WRONG
+    assert grade("kept for 90 days", "b", False, q) is Grade.OTHER_DOCUMENT
     assert grade("kept for 90 days", "b", True, q) is Grade.CONTRADICTED
 
 
@@ -102,14 +104,14 @@ def test_grade_correct_wins_over_stale_and_injected() -> None:
     assert grade("was 30 days, now 90 days", "a", True, q) is Grade.CORRECT
 
 
-def test_grade_stale() -> None:
+def test_grade_stale_only_for_the_query_s_own_documents() -> None:
     q = _query()
     assert grade("kept for 30 days", "a", False, q) is Grade.STALE
-    assert grade("kept for 30 days", "b", False, q) is Grade.STALE
-    # a rumor stating the stale value is stale, not contradicted
-    assert grade("I heard 30 days", "rumor", True, q) is Grade.STALE
-    # containing the answer (in another doc) is not stale
-    assert grade("30 days or 90 days", "b", False, q) is Grade.WRONG
+    # another document stating an old value of this one's is not staleness
+    assert grade("kept for 30 days", "b", False, q) is Grade.OTHER_DOCUMENT
+    # a rumor stating the stale value contradicts the document
+    assert grade("I heard 30 days", "rumor", True, q) is Grade.CONTRADICTED
+    assert grade("30 days or 90 days", "b", False, q) is Grade.OTHER_DOCUMENT
 
 
 def test_grade_contradicted_and_wrong() -> None:
@@ -130,10 +132,10 @@ def test_injected_chunks_contradict_only_their_own_topic() -> None:
     rumor = "heard retention is 7 days now"
     # on topic: the rumor names the query's document as the one it contradicts
     assert grade(rumor, "rumor", True, q, ("a",)) is Grade.CONTRADICTED
-    # off topic: an injected chunk about another document is merely wrong
-    assert grade(rumor, "rumor", True, q, ("b",)) is Grade.WRONG
-    assert grade(rumor, "rumor", True, q, ()) is Grade.WRONG
+    # off topic: an injected chunk about another document is another document's
+    assert grade(rumor, "rumor", True, q, ("b",)) is Grade.OTHER_DOCUMENT
+    assert grade(rumor, "rumor", True, q, ()) is Grade.OTHER_DOCUMENT
     # older datasets without meta.contradicts: every injected chunk contradicts
     assert grade(rumor, "rumor", True, q, None) is Grade.CONTRADICTED
-    # a stale value still wins over the rumor grades, on or off topic
-    assert grade("heard it is 30 days", "rumor", True, q, ("b",)) is Grade.STALE
+    # an off-topic rumor stating this query's stale value is still another document's
+    assert grade("heard it is 30 days", "rumor", True, q, ("b",)) is Grade.OTHER_DOCUMENT

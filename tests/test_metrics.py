@@ -19,7 +19,6 @@ from experiments.protocol.metrics import (
     percentiles,
     plot_reliability,
     rate_ci,
-    recall_at_k,
     reliability_table,
 )
 
@@ -246,18 +245,6 @@ def test_rate_ci_edge_cases() -> None:
 # ---------------------------------------------------------------- recall@k, percentiles
 
 
-def test_recall_at_k() -> None:
-    ranked = [[False, True, False], [False, False, True], [True], []]
-    assert recall_at_k(ranked, 1) == pytest.approx(1 / 4)
-    assert recall_at_k(ranked, 2) == pytest.approx(2 / 4)
-    assert recall_at_k(ranked, 3) == pytest.approx(3 / 4)
-    assert recall_at_k(ranked, 10) == pytest.approx(3 / 4)
-    assert recall_at_k([np.array([0, 1])], 2) == 1.0
-    assert math.isnan(recall_at_k([], 5))
-    with pytest.raises(ValueError):
-        recall_at_k(ranked, 0)
-
-
 def test_percentiles() -> None:
     values = np.arange(1, 101)
     assert percentiles(values) == {"p50": pytest.approx(50.5), "p95": pytest.approx(95.05)}
@@ -307,3 +294,28 @@ def test_method_metrics_accuracy_per_kind_hand_computed():
                         "top1_accuracy_time_travel": 1.0}
     assert list(per_kind) == sorted(per_kind)
     assert out["top1_accuracy"] == 4 / 7
+
+
+def test_version_accuracy_given_the_document_hand_computed():
+    """Among queries whose first own-document hit is within k, the share in force; the
+    ranking metrics are plain means of their per-query values."""
+    import pandas as pd
+
+    from experiments.protocol.evaluate import method_metrics
+
+    pred = pd.DataFrame({
+        "grade": ["correct", "stale", "other_document", "wrong"], "kind": ["a"] * 4,
+        "probability": [0.9, 0.5, 0.1, 0.2],
+        "doc_rank": [1, 1, 0, 4], "doc_hit_in_force": [True, False, False, True],
+        **{c: [1.0, 0.5, 0.0, 0.25] for c in ("ndcg_at_10", "recall_at_1", "recall_at_5",
+                                              "recall_at_10", "mrr_at_10")},
+        **{f"doc_recall_at_{k}": [1.0, 1.0, 0.0, float(k >= 4)] for k in (1, 5, 10)},
+    })
+    out = method_metrics(pred, n_boot=50)
+    assert out["version_accuracy_at_1"] == 0.5 and out["doc_found_at_1"] == 2
+    assert out["version_accuracy_at_5"] == 2 / 3 and out["doc_found_at_5"] == 3
+    assert out["ndcg_at_10"] == pytest.approx(1.75 / 4)
+    assert out["doc_recall_at_1"] == 0.5 and out["doc_recall_at_5"] == 0.75
+    assert out["other_document_rate"] == 0.25 and out["wrong_rate"] == 0.25
+    empty = method_metrics(pred.assign(doc_rank=0), n_boot=50)
+    assert math.isnan(empty["version_accuracy_at_10"]) and empty["doc_found_at_10"] == 0

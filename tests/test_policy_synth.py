@@ -21,7 +21,7 @@ from experiments.data.policy_synth import (
     validate,
     write_policy_synth,
 )
-from experiments.protocol.grading import contains_answer
+from experiments.protocol.answers import contains_answer
 from smartvector.chunking import chunk_text, diff_chunks
 
 COMMITTED = Path(__file__).resolve().parents[1] / "datasets" / "policy_synth"

@@ -17,7 +17,7 @@ import pytest
 from experiments.data import peps, site_policy
 from experiments.data.dataset import Dataset, DatasetError, DocVersion, Query, load_dataset
 from experiments.data.site_policy import date_phrase, doc_split
-from experiments.protocol.grading import contains_answer
+from experiments.protocol.answers import contains_answer
 from smartvector.chunking import chunk_text
 
 # --- fixtures -----------------------------------------------------------------------------

@@ -35,9 +35,9 @@ def _grades(ds, res):
     return sorted((p["query_id"], p["vector_id"], p["grade"]) for p in grade_run(ds, res))
 
 
-@pytest.mark.parametrize("name", ["smartvector", "no_temporal", "lifecycle_only", "oracle",
-                                  "bm25_lifecycle", "hybrid_rrf", "qdrant_filter",
-                                  "smartvector_v2"])
+@pytest.mark.parametrize("name", ["smartvector", "no_temporal", "lifecycle_only",
+                                  "ref_current_cosine", "ref_document_scoped", "bm25_lifecycle",
+                                  "hybrid_rrf", "qdrant_filter", "smartvector_v2"])
 def test_time_travel_answers_like_the_live_replay(data, name: str) -> None:
     ds, emb, qv = data
     cfg = StoreConfig(record_access=False)

@@ -28,7 +28,11 @@ from experiments.methods import (
 from experiments.methods.bm25 import margin_probability
 from experiments.methods.hybrid import rrf, top_ranked
 from experiments.methods.ledger import ChunkLedger
-from experiments.methods.store_methods import CosineRetriever, OracleRetriever
+from experiments.methods.store_methods import (
+    CosineRetriever,
+    CurrentCosineReference,
+    DocumentScopedReference,
+)
 from experiments.protocol.replay import grade_run, replay
 from smartvector import HashingEmbedder, ScoringWeights, SmartVectorStore, Status, StoreConfig
 
@@ -545,7 +549,7 @@ def test_qdrant_archives_closed_windows_and_brings_back_a_reopened_one(emb) -> N
     ("mine", {"kind": "bm25", "k1": "high"}, r"^methods\.mine: "),
     ("mine", {"kind": "hybrid_rrf", "depth": 0}, r"^methods\.mine: depth must be"),
     ("mine", {"kind": "time_weighted", "decay_rate": 2}, r"^methods\.mine: decay_rate"),
-    ("mine", {"kind": "oracle", "pool": 5}, r"^methods\.mine: unknown key 'pool'"),
+    ("mine", {"kind": "ref_current_cosine", "pool": 5}, r"^methods\.mine: unknown key 'pool'"),
     ("mine", {"kind": "teleport"}, r"^methods\.mine\.kind: unknown retriever kind 'teleport'"),
     ("teleport", {}, r"^methods\.teleport\.kind: unknown retriever kind"),
 ])
@@ -598,7 +602,7 @@ def test_ablation_scores_use_the_derived_weights(emb) -> None:
     assert s == sorted(s, reverse=True) and len(s) == 5
 
 
-# --- only the oracle sees gold labels -------------------------------------------------------
+# --- only the references see gold labels -------------------------------------------------------
 
 
 class _Spy:
@@ -614,7 +618,11 @@ class _Spy:
         return super().search(query, at, k, gold)
 
 
-class SpyOracle(_Spy, OracleRetriever):
+class SpyOracle(_Spy, CurrentCosineReference):
+    pass
+
+
+class SpyScoped(_Spy, DocumentScopedReference):
     pass
 
 
@@ -622,20 +630,22 @@ class SpyCosine(_Spy, CosineRetriever):
     pass
 
 
-def test_only_the_oracle_needs_gold() -> None:
-    assert [k for k, cls in kinds().items() if cls.needs_gold] == ["oracle"]
+def test_only_the_references_need_gold() -> None:
+    assert sorted(k for k, cls in kinds().items() if cls.needs_gold) == [
+        "ref_current_cosine", "ref_document_scoped"]
     # what a retriever sees of a query has no gold field
     assert [f.name for f in dataclasses.fields(QueryInput)] == ["id", "text", "vector",
                                                                 "asked_at"]
 
 
 @pytest.mark.parametrize("mode", ["replay", "time_travel"])
-def test_replay_passes_gold_only_to_the_oracle(emb, mode: str) -> None:
+@pytest.mark.parametrize("spy", [SpyOracle, SpyScoped])
+def test_replay_passes_gold_only_to_the_references(emb, mode: str, spy: type) -> None:
     ds = load_dataset(ROOT / "datasets" / "example")
     qv = dict(zip([q.id for q in ds.queries], emb.encode([q.text for q in ds.queries]),
                   strict=True))
     cfg = StoreConfig(record_access=False)
-    oracle = SpyOracle("oracle", OracleRetriever.Params(), Context(emb, cfg))
+    oracle = spy("reference", spy.Params(), Context(emb, cfg))
     cosine = SpyCosine("plain_cosine", CosineRetriever.Params(), Context(emb, cfg))
     res_o = replay(ds, oracle, qv, mode=mode)
     res_c = replay(ds, cosine, qv, mode=mode)
@@ -646,7 +656,7 @@ def test_replay_passes_gold_only_to_the_oracle(emb, mode: str) -> None:
         assert isinstance(gold, Query) and gold.id == qid
     assert sorted(qid for qid, _ in cosine.gold) == ids
     assert all(gold is None for _, gold in cosine.gold)
-    # the oracle with its gold answers every example query correctly
+    # a reference with its gold answers every example query correctly
     assert [p["grade"] for p in grade_run(ds, res_o)] == ["correct", "correct"]
     assert len(grade_run(ds, res_c)) == 2
     # and it refuses to answer without gold

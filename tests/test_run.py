@@ -125,19 +125,20 @@ def test_same_config_gives_identical_results(tmp_path: Path) -> None:
 
 def test_methods_that_share_a_store_replay_once_with_the_same_answers(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """plain_cosine, latest_only, lifecycle_only and the oracle build the same store and
+    """plain_cosine, latest_only, lifecycle_only and a reference build the same store and
     never write it when searching: one replay serves them, with the answers each gets
     alone; smartvector records accesses and keeps its own; bm25 and bm25_lifecycle share
     one index."""
-    methods = "methods=[plain_cosine,latest_only,lifecycle_only,oracle,smartvector,bm25," \
-              "bm25_lifecycle]"
+    methods = ("methods=[plain_cosine,latest_only,lifecycle_only,ref_document_scoped,"
+               "smartvector,bm25,bm25_lifecycle]")
     cfg = _cfg(*FAST, methods, "reembed.n_edits=0")
     settings = validate(cfg, ROOT)
     ctx = Context(job_module.shared_embedder(cfg.embedder, ROOT), settings.store)
     groups = share_groups([make_retriever(n, settings.methods[n], ctx)
                            for n in settings.methods], feedback=False)
     assert [[r.name for r in g] for g in groups] == [
-        ["plain_cosine", "latest_only", "lifecycle_only", "oracle"], ["smartvector"],
+        ["plain_cosine", "latest_only", "lifecycle_only", "ref_document_scoped"],
+        ["smartvector"],
         ["bm25", "bm25_lifecycle"]]
     assert len(share_groups([make_retriever(n, settings.methods[n], ctx)
                              for n in settings.methods], feedback=True)) == 7
@@ -198,9 +199,17 @@ def test_sweep_end_to_end_logs_to_mlflow(tmp_path: Path) -> None:
         run = pd.read_csv(out / "run.csv")  # the retrieval run: per query, the ranked hits
         assert list(run.columns) == ["query_id", "method", "rank", "vector_id", "doc_id",
                                      "score"]
-        assert run.groupby(["method", "query_id"])["rank"].max().max() == 5
+        assert run.groupby(["method", "query_id"])["rank"].max().max() == 10
         assert len(pred) == 2 * 138
-        assert set(pred["grade"]) <= {"correct", "stale", "contradicted", "wrong"}
+        assert set(pred["grade"]) <= {"correct", "stale", "contradicted", "wrong",
+                                      "other_document"}
+        # the field's formats: qrels at each question's time, one TREC run per method
+        assert {"ndcg_at_10", "doc_recall_at_5", "doc_rank"} <= set(pred.columns)
+        assert (out / "qrels" / "relevant.txt").stat().st_size > 0
+        assert (out / "beir" / "qrels" / "test.tsv").is_file()
+        for method in ("plain_cosine", "smartvector"):
+            first = (out / "runs" / f"{method}.txt").read_text().splitlines()[0].split()
+            assert first[1] == "Q0" and first[3] == "1" and first[5] == method
         assert (out / "reliability.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert (out / "dataset" / "corpus.jsonl").is_file()
     assert sorted(injected)[0] == 0 and sorted(injected)[1] > 0
@@ -222,7 +231,8 @@ def test_sweep_end_to_end_logs_to_mlflow(tmp_path: Path) -> None:
         assert not any(k.startswith("methods.") and not k.startswith(f"methods.{method}.")
                        for k in r.data.params)
         assert set(r.data.metrics) == {"top1_accuracy", "stale_rate", "contradicted_rate",
-                                       "ece", "recall_at_5", "latency_p50_ms"}
+                                       "ece", "ndcg_at_10", "recall_at_5", "doc_recall_at_5",
+                                       "version_accuracy_at_10", "latency_p50_ms"}
         assert 0.0 <= r.data.metrics["top1_accuracy"] <= 1.0
         assert len(r.data.tags["dataset_fingerprint"]) == 64
         assert r.data.params["dataset.contradiction_rate"] in {"0.0", "0.5"}

@@ -41,7 +41,7 @@ from experiments.data.site_policy import (
     validate_common,
     version_times,
 )
-from experiments.protocol.grading import normalise
+from experiments.protocol.answers import normalise
 
 #: field -> (question asked now, question asked as of a date); {n} is the PEP number
 QUESTIONS: dict[str, tuple[str, str]] = {

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from experiments.data.registry import DatasetKind
-from experiments.protocol.grading import contains_answer, normalise
+from experiments.protocol.answers import contains_answer, normalise
 from smartvector.chunking import chunk_text, diff_chunks
 from smartvector.sources import SOURCE_AUTHORITY
 

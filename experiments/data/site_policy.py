@@ -36,7 +36,7 @@ from typing import Any
 
 from experiments.data.dataset import DatasetError, format_time, repair_times, write_dataset
 from experiments.data.registry import DatasetKind
-from experiments.protocol.grading import contains_answer, normalise
+from experiments.protocol.answers import contains_answer, normalise
 from smartvector.chunking import chunk_text
 
 # --- configuration ------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Retrieval methods, each a :class:`~experiments.methods.base.Retriever` registered by
 kind: SmartVector and its ablations, cosine baselines, LangChain's time-weighted retriever,
-the oracle, BM25, a hybrid and a real vector database. ``conf/methods/<name>.yaml`` configures
-one method: its kind and its hyperparameters."""
+two gold-label references, BM25, a hybrid and a real vector database.
+``conf/methods/<name>.yaml`` configures one method: its kind and its hyperparameters."""
 
 from __future__ import annotations
 

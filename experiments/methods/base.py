@@ -1,6 +1,6 @@
 """The retriever protocol: a method owns its state (a store, an index, a database), ingests
 document versions and answers queries at a time; grading happens afterwards, on its ranked
-hits. Only a retriever that declares ``needs_gold`` (the oracle) is shown the gold labels.
+hits. Only a retriever that declares ``needs_gold`` (a reference) is shown the gold labels.
 
 A retriever is a class registered by its ``kind`` (:func:`register`) with a ``Params``
 dataclass of its hyperparameters; each configured method (``conf/methods/<name>.yaml``) names
@@ -85,7 +85,7 @@ class Retriever(ABC):
     #: a time-blind method has no notion of the time a question is about: in the
     #: time-travel protocol it sees the final state
     time_aware: bool = True
-    #: only the oracle: ``search`` receives the gold query
+    #: only the references: ``search`` receives the gold query
     needs_gold: bool = False
 
     def __init__(self, name: str, params: Any, ctx: Context) -> None:

@@ -1,6 +1,6 @@
 """Methods on a SmartVector store: the four-signal ranking (SmartVector and its ablations),
 cosine baselines with and without the lifecycle filter, LangChain's time-weighted retriever
-and the oracle. Every one ranks through the store's single search call
+and two references shown the gold labels. Every one ranks through the store's single search call
 (:meth:`smartvector.SmartVectorStore.search`) over a pool of the nearest visible vectors."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from experiments.methods.base import (
     clip01,
     register,
 )
-from experiments.protocol.grading import contains_answer
+from experiments.protocol.answers import contains_answer
 from smartvector import ScoringWeights, SmartVectorStore, Status
 from smartvector.query import SearchResult
 
@@ -294,25 +294,25 @@ class TimeWeightedRetriever(StoreRetriever):
         return Ranking(hits, clip01(score[order[0]] / 2.0))
 
 
-@register("oracle")
-class OracleRetriever(StoreRetriever):
-    """Upper bound: cosine over vectors known to be current (not deprecated, not injected,
-    not stating a value that is stale for this query). The only method shown gold labels."""
+class _GoldReference(StoreRetriever):
+    """Base of the references: methods shown the gold query, to isolate one part of the
+    task. They are not ceilings: a method that finds documents better can beat them."""
 
-    Params = dataclass(type("OracleParams", (), {}))
+    Params = dataclass(type("ReferenceParams", (), {}))
     needs_gold = True
+
+    def keep(self, row: int, gold: Query) -> bool:
+        raise NotImplementedError
 
     def search(self, query: QueryInput, at: float, k: int, gold: Query | None = None
                ) -> Ranking:
         if gold is None:
-            raise ValueError("the oracle needs the gold query")
+            raise ValueError(f"{self.name} needs the gold query")
         s = self.store
         res = self._search(query, at, k, weights=SEMANTIC_ONLY, pool=max(1, len(s)))
-        keep = []  # the k most similar current rows (ties by row), checked in that order
+        keep = []  # the k most similar kept rows (ties by row), checked in that order
         for i in np.lexsort((res.rows, -res.semantic)).tolist():
-            r = int(res.rows[i])
-            if not s.meta_of[r].get("injected", False) and not any(
-                    contains_answer(s.texts[r], a) for a in gold.stale_answers):
+            if self.keep(int(res.rows[i]), gold):
                 keep.append(i)
                 if len(keep) == k:
                     break
@@ -320,3 +320,25 @@ class OracleRetriever(StoreRetriever):
             return Ranking([], float("nan"))
         order = np.array(keep, dtype=np.int64)
         return Ranking(self._hits(res, order, res.semantic), clip01(res.semantic[order[0]]))
+
+
+@register("ref_current_cosine")
+class CurrentCosineReference(_GoldReference):
+    """Cosine over the vectors the lifecycle keeps that are not injected and do not state a
+    value that is stale for this query (known from the gold labels). Useful as a reference
+    for version filtering with perfect knowledge of stale values, not a ceiling."""
+
+    def keep(self, row: int, gold: Query) -> bool:
+        s = self.store
+        return not s.meta_of[row].get("injected", False) and not any(
+            contains_answer(s.texts[row], a) for a in gold.stale_answers)
+
+
+@register("ref_document_scoped")
+class DocumentScopedReference(_GoldReference):
+    """Cosine over the chunks of the query's own documents only (from the gold labels),
+    with the lifecycle filter: document finding made perfect, so its accuracy isolates the
+    choice of version and passage within the right document."""
+
+    def keep(self, row: int, gold: Query) -> bool:
+        return self.store.doc_of[row] in gold.doc_ids

@@ -1,5 +1,7 @@
-"""Per-method figures from the prediction table: rates with bootstrap CIs, recall@k,
-calibration, paired McNemar tests against plain cosine, latency and throughput."""
+"""Per-method figures from the prediction table: the top-1 grades' rates with bootstrap CIs,
+the ranking metrics' means (their per-query values come from
+:mod:`experiments.protocol.ranking`), document recall and version accuracy given the
+document, calibration, paired McNemar tests against plain cosine, latency and throughput."""
 
 from __future__ import annotations
 
@@ -7,10 +9,14 @@ import numpy as np
 import pandas as pd
 
 from experiments.protocol.metrics import brier, ece, mcnemar, percentiles, rate_ci
+from experiments.protocol.ranking import CHUNK_MEASURES, DOC_MEASURES
 from experiments.protocol.replay import ReplayResult
 
 RATES = {"top1_accuracy": "correct", "stale_rate": "stale",
-         "contradicted_rate": "contradicted", "wrong_rate": "wrong"}
+         "contradicted_rate": "contradicted", "wrong_rate": "wrong",
+         "other_document_rate": "other_document"}
+#: ranking metrics reported with a bootstrap CI (the others as means)
+WITH_CI = ("ndcg_at_10", "doc_recall_at_5")
 BASELINE = "plain_cosine"
 
 
@@ -20,10 +26,8 @@ def method_metrics(pred: pd.DataFrame, seed: int = 0, n_boot: int = 2000) -> dic
     for name, grade in RATES.items():
         mean, lo, hi = rate_ci(pred["grade"].to_numpy() == grade, n_boot=n_boot, seed=seed)
         out[name], out[f"{name}_ci_lo"], out[f"{name}_ci_hi"] = mean, lo, hi
-    first = pred["first_correct_rank"].to_numpy()
-    for k in (1, 3, 5):
-        out[f"recall_at_{k}"] = float(np.mean((first >= 1) & (first <= k))) if len(first) else \
-            float("nan")
+    if "doc_rank" in pred.columns:  # (predictions made with the relevance labels)
+        out.update(_ranking(pred, seed, n_boot))
     prob = pred["probability"].to_numpy(dtype=np.float64)
     correct = pred["grade"].to_numpy() == "correct"
     out["ece"] = ece(prob, correct, 10, "uniform")
@@ -37,6 +41,28 @@ def method_metrics(pred: pd.DataFrame, seed: int = 0, n_boot: int = 2000) -> dic
     codes, kinds = pd.factorize(pred["kind"], sort=True)
     for i, kind in enumerate(kinds):
         out[f"top1_accuracy_{kind}"] = float(correct[codes == i].mean())
+    return out
+
+
+def _ranking(pred: pd.DataFrame, seed: int, n_boot: int) -> dict[str, float]:
+    """Means of the per-query ranking metrics, and version accuracy given the document at
+    k: among the queries whose first hit from their own documents is in the top k (that
+    count is ``doc_found_at_k``), the share whose first such hit is in force."""
+    out: dict[str, float] = {}
+    for name in (*CHUNK_MEASURES, *DOC_MEASURES):
+        values = pred[name].to_numpy(dtype=np.float64)
+        if name in WITH_CI:
+            mean, lo, hi = rate_ci(values, n_boot=n_boot, seed=seed)
+            out[name], out[f"{name}_ci_lo"], out[f"{name}_ci_hi"] = mean, lo, hi
+        else:
+            out[name] = float(values.mean()) if len(values) else float("nan")
+    rank = pred["doc_rank"].to_numpy()
+    in_force = pred["doc_hit_in_force"].to_numpy(dtype=bool)
+    for k in (1, 5, 10):
+        found = (rank >= 1) & (rank <= k)
+        out[f"version_accuracy_at_{k}"] = float(in_force[found].mean()) if found.any() \
+            else float("nan")
+        out[f"doc_found_at_{k}"] = float(found.sum())
     return out
 
 

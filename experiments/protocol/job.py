@@ -1,6 +1,7 @@
-"""One configuration's job: embed every text once, replay each distinct store once (methods
-that share a store answer from the same replay), grade every ranking, and write the results
-directory (:mod:`experiments.results.record`)."""
+"""One configuration's job: label every query at its time (leaving out those whose labels
+cannot be right), embed every text once, replay each distinct store once (methods that share a
+store answer from the same replay), grade every ranking, and write the results directory
+(:mod:`experiments.results.record`): qrels and TREC runs beside the grades."""
 
 from __future__ import annotations
 
@@ -18,15 +19,19 @@ from experiments.data.dataset import Dataset
 from experiments.methods import Context, Retriever, make_retriever
 from experiments.ops.resilience import one_line
 from experiments.protocol.evaluate import method_metrics, paired_tests, timing_metrics
+from experiments.protocol.labels import label_dataset, write_labels
 from experiments.protocol.memo import MemoEmbedder
 from experiments.protocol.metrics import RELIABILITY_PLOT, plot_predictions_reliability
+from experiments.protocol.ranking import chunk_run, per_query, run_lines
 from experiments.protocol.reembed import edit_costs
 from experiments.protocol.replay import grade_run, replay_shared, run_rows
 from experiments.results.provenance import git_commit, package_versions
 from experiments.results.record import (
     CONFIG_FILE,
+    LEFT_OUT_FILE,
     PREDICTIONS_FILE,
     RUN_FILE,
+    RUNS_DIR,
     CorpusSummary,
     MethodResult,
     RunResults,
@@ -75,6 +80,11 @@ def evaluate(cfg: DictConfig, settings: Settings, ds: Dataset, out_dir: Path, ba
              config_fingerprint: str, source: str) -> RunResults:
     """Run every method, grade, and write the results directory (``results.json`` last).
     A method that raises ends the replays; what finished is kept and the error recorded."""
+    out_dir = Path(out_dir)
+    loaded_out = len(ds.unanswerable)
+    ds, labels = label_dataset(ds, settings.store.max_chunk_chars)
+    write_labels(out_dir, ds, labels)
+    (out_dir / RUNS_DIR).mkdir(exist_ok=True)
     embedder = MemoEmbedder(shared_embedder(cfg.embedder, base))
     chunks = {c.text for v in ds.corpus
               for c in chunk_text(v.text, settings.store.max_chunk_chars)}
@@ -100,6 +110,9 @@ def evaluate(cfg: DictConfig, settings: Settings, ds: Dataset, out_dir: Path, ba
                 for r, res in zip(group, replays, strict=True):
                     phase = r.name
                     pred = pd.DataFrame(grade_run(ds, res))
+                    pred = pred.join(per_query(res, labels), on="query_id")
+                    (out_dir / RUNS_DIR / f"{r.name}.txt").write_text(
+                        "".join(run_lines(chunk_run(res, labels), r.name)))
                     outcomes[r.name] = {
                         "result": MethodResult(r.recorded_params, method_metrics(
                             pred, seed=cfg.seed, n_boot=cfg.n_boot), timing_metrics(res)),
@@ -127,8 +140,9 @@ def evaluate(cfg: DictConfig, settings: Settings, ds: Dataset, out_dir: Path, ba
     corpus = CorpusSummary(str(cfg.dataset.kind), summary["documents"], summary["versions"],
                            len(ds.queries), summary["injected"],
                            outcomes[done[0]]["vectors"] if done else 0, ds.fingerprint(),
-                           source)
-    out_dir = Path(out_dir)
+                           source, unanswerable=loaded_out, label_problems=len(labels.problems))
+    pd.DataFrame(ds.unanswerable, columns=["query_id", "reason"]).to_csv(
+        out_dir / LEFT_OUT_FILE, index=False)
     (out_dir / CONFIG_FILE).write_text(OmegaConf.to_yaml(cfg, resolve=True))
     pred.to_csv(out_dir / PREDICTIONS_FILE, index=False)
     rows = [r for n in done for r in outcomes[n]["run"]]

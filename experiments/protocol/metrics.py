@@ -28,7 +28,6 @@ Definitions (N queries; ``conf`` a confidence in [0, 1], ``correct`` a per-query
   exact sign-flip (permutation) test of mean difference 0 over the seeds (all ``2^n`` sign
   assignments up to 20 seeds), plus a paired t-test p-value and the mean difference with a
   t interval. Seeds, not queries, are the independent units.
-* **Recall@k** -- fraction of queries with at least one correct item among the first ``k``.
 * **Percentiles** -- ``numpy.percentile`` with linear interpolation.
 
 Empty inputs give NaN rather than an error.
@@ -38,7 +37,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -249,15 +248,6 @@ def binomial_two_sided_half(k: int, n: int) -> float:
         raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
     tail = sum(math.comb(n, i) for i in range(min(k, n - k) + 1))
     return min(1.0, 2 * tail / 2 ** n)
-
-
-def recall_at_k(ranked_correct: Sequence[Sequence[bool]], k: int) -> float:
-    """Fraction of queries with a correct item among their first ``k`` (ragged rows allowed)."""
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    if len(ranked_correct) == 0:
-        return float("nan")
-    return float(np.mean([bool(np.any(np.asarray(row[:k], dtype=bool))) for row in ranked_correct]))
 
 
 def percentiles(values_ms: ArrayLike, qs: Iterable[float] = (50, 95)) -> dict[str, float]:

@@ -8,7 +8,7 @@ Ingestions at the same instant as a query come first.
 
 Retrieval writes a *run* (per query, the method's ranked hits); :func:`grade_run` grades it
 afterwards, the same way for every method. Only a retriever that declares ``needs_gold``
-(the oracle) is shown the gold query.
+(the references) is shown the gold query.
 """
 
 from __future__ import annotations

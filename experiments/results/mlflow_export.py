@@ -49,7 +49,8 @@ UI_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 #: The metrics a person compares first (the UI check looks for them).
 KEY_METRICS = ("top1_accuracy", "stale_rate", "contradicted_rate", "ece")
 #: Logged beside them (every figure of a method is in its ``results.json`` artifact).
-MORE_METRICS = ("recall_at_5", "latency_p50_ms")
+MORE_METRICS = ("ndcg_at_10", "recall_at_5", "doc_recall_at_5", "version_accuracy_at_10",
+                "latency_p50_ms")
 
 
 # --- URIs ---------------------------------------------------------------------------------

@@ -5,7 +5,11 @@ its configuration's fingerprint. It holds:
 
 - ``config.yaml``: the resolved configuration;
 - ``predictions.csv``: one row per query and method (the top-1 hit and its grade);
-- ``run.csv``: each method's ranking, one row per query and rank;
+- ``run.csv``: each method's ranking, one row per query and rank, with its raw scores;
+- ``runs/<method>.txt``: the same rankings as TREC runs of chunk ids, ``qrels/<set>.txt``
+  the relevance labels at each question's time as TREC qrels, and ``beir/`` the chunk
+  corpus, queries and qrels in BEIR's layout (:mod:`experiments.protocol.labels`);
+- ``left_out.csv``: the queries left out (unanswerable, or labels that cannot be right) and why;
 - ``dataset/``: the corpus and queries, for a generated dataset;
 - ``reliability.png`` (when ``plots.reliability``);
 - ``results.json``: :class:`RunResults`, written last: its presence (without an ``error``)
@@ -30,11 +34,13 @@ from typing import Any
 
 from smartvector.fileio import atomic_write_text
 
-FORMAT = 2
+FORMAT = 3
 RESULTS_FILE = "results.json"
 CONFIG_FILE = "config.yaml"
 PREDICTIONS_FILE = "predictions.csv"
 RUN_FILE = "run.csv"
+RUNS_DIR = "runs"
+LEFT_OUT_FILE = "left_out.csv"
 LOCK_FILE = ".claim"
 
 
@@ -61,6 +67,10 @@ class CorpusSummary:
     fingerprint: str
     #: where the corpus lies: ``dataset`` (generated into the results directory) or a path
     source: str = "dataset"
+    #: queries left out: no version of their documents states the answer (the loader) ...
+    unanswerable: int = 0
+    #: ... or their relevance labels cannot be right (``left_out.csv`` says why)
+    label_problems: int = 0
 
 
 @dataclass
