@@ -148,7 +148,7 @@ def ranking_table(pred: pd.DataFrame, out: Path, name: str) -> dict[str, str]:
                "doc recall@10": f"{100 * q['doc_recall_at_10']:.1f}%"}
         for k in (1, 10):
             v, n = q[f"version_accuracy_at_{k}"], int(q[f"doc_found_at_{k}"])
-            row[f"version acc. | doc@{k}"] = "n/a (n=0)" if n == 0 else \
+            row[f"version acc. given doc@{k}"] = "n/a (n=0)" if n == 0 else \
                 f"{100 * v:.1f}% (n={n})"
         row["top-1 other document"] = f"{100 * q['other_document_rate']:.1f}%"
         rows.append(row)
