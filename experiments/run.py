@@ -125,6 +125,9 @@ def log(out: Path, uri: str, cfg: DictConfig, base: Path) -> None:
 def print_table(results: RunResults) -> None:
     c = results.corpus
     print(f"corpus: {c.vectors} vectors, {c.documents} documents, {c.queries} queries")
+    if c.unanswerable or c.label_problems:
+        print(f"left out: {c.unanswerable} unanswerable queries, {c.label_problems} whose labels "
+              "cannot be right (each with its reason in left_out.csv)")
     rows = [{"method": name,
              **{k: f"{m.quality[k]:.3f} [{m.quality[k + '_ci_lo']:.2f},"
                    f"{m.quality[k + '_ci_hi']:.2f}]" for k in ("top1_accuracy", "stale_rate")},

@@ -15,6 +15,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from experiments import settings as settings_module
+from experiments.data.dataset import load_dataset
 from experiments.data.loading import materialise
 from experiments.methods import Context, make_retriever
 from experiments.protocol import job as job_module
@@ -206,6 +207,10 @@ def test_sweep_end_to_end_logs_to_mlflow(tmp_path: Path) -> None:
         # the field's formats: qrels at each question's time, one TREC run per method
         assert {"ndcg_at_10", "doc_recall_at_5", "doc_rank"} <= set(pred.columns)
         assert (out / "qrels" / "relevant.txt").stat().st_size > 0
+        own = {q.id: set(q.doc_ids) for q in load_dataset(out / "dataset").queries}
+        stale = pred[pred.grade == "stale"]
+        assert len(stale) and all(d in own[q] for q, d in zip(stale.query_id, stale.doc_id,
+                                                              strict=True))
         assert (out / "beir" / "qrels" / "test.tsv").is_file()
         for method in ("plain_cosine", "smartvector"):
             first = (out / "runs" / f"{method}.txt").read_text().splitlines()[0].split()
