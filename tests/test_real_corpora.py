@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from experiments.data import peps, site_policy
+from experiments.data import deriver, peps, site_policy
 from experiments.data.dataset import Dataset, DatasetError, DocVersion, Query, load_dataset
-from experiments.data.site_policy import date_phrase, doc_split
+from experiments.data.deriver import date_phrase, doc_split
 from experiments.protocol.answers import contains_answer
 from smartvector.chunking import chunk_text
 
@@ -241,16 +241,16 @@ def test_candidate_windows() -> None:
 
     times = [at("2020-01-01T00:00:00+00:00"), at("2020-03-01T18:00:00+00:00"),
              at("2020-03-03T06:00:00+00:00"), at("2021-01-01T00:00:00+00:00")]  # fmt: skip
-    fact = site_policy.Fact("d", "f", ["a", "b", "c", "c"], ["1 day", "2 days", "3 days",
+    fact = deriver.Fact("d", "f", ["a", "b", "c", "c"], ["1 day", "2 days", "3 days",
                                                             "3 days"])  # fmt: skip
     end = at("2022-01-01T00:00:00+00:00")
-    runs = site_policy.runs(fact, times, end)
+    runs = deriver.runs(fact, times, end)
     assert [(r.key, r.first, r.last, r.start, r.end, r.changed) for r in runs] == [
         ("a", 0, 0, times[0], times[1], False), ("b", 1, 1, times[1], times[2], True),
         ("c", 2, 3, times[2], end, True)]  # fmt: skip
     for seed in range(20):
         cfg = site_policy.SitePolicyConfig(seed=seed, after_change_days=30, long_after_days=60)
-        got = {(c.run.key, c.timing): c for c in site_policy.candidates(fact, times, end, cfg)}
+        got = {(c.run.key, c.timing): c for c in deriver.candidates(fact, times, end, cfg)}
         assert sorted(got) == [("a", "as_of"), ("b", "after_change"), ("b", "as_of"),
                                ("c", "after_change"), ("c", "long_after")]  # fmt: skip
         # b is in force for a day and a half: the only whole day is 2 March
@@ -404,7 +404,7 @@ def test_missing_raw_file_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match=r"nope\.jsonl\.gz: raw version history not found"):
         site_policy.write(site_policy.SitePolicyConfig(), tmp_path / "o",
                           source=tmp_path / "nope.jsonl.gz")  # fmt: skip
-    assert site_policy.raw_path("site_policy").parts[-3:] == (
+    assert deriver.raw_path("site_policy").parts[-3:] == (
         "datasets", "site_policy", "versions.jsonl.gz")  # fmt: skip
 
 

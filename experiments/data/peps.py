@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.data.dataset import write_dataset
-from experiments.data.registry import DatasetKind
-from experiments.data.site_policy import (
+from experiments.data.deriver import (
     Candidate,
     Fact,
     QuestionsConfig,
@@ -41,6 +40,7 @@ from experiments.data.site_policy import (
     validate_common,
     version_times,
 )
+from experiments.data.registry import DatasetKind
 from experiments.protocol.answers import normalise
 
 #: field -> (question asked now, question asked as of a date); {n} is the PEP number
