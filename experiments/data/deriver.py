@@ -417,10 +417,11 @@ def query_records(chosen: Sequence[Candidate], question: Callable[[Candidate], s
     return out
 
 
-def corpus_records(docs: dict[str, list[dict[str, Any]]], source_type: str
-                   ) -> list[dict[str, Any]]:  # fmt: skip
+def corpus_records(docs: dict[str, list[dict[str, Any]]], source_type: str,
+                   ends: dict[str, datetime] | None = None) -> list[dict[str, Any]]:
     """One record per version: ``valid_from`` the repaired commit time, ``valid_to`` the next
-    version's, ``commit``/``path``/``committed_at`` (raw) in ``meta``."""
+    version's (for a document's last version, its time in ``ends``, if any: when it left the
+    source), ``commit``/``path``/``committed_at`` (raw) in ``meta``."""
     out = []
     for doc_id, versions in docs.items():
         times = version_times(versions)
@@ -433,6 +434,8 @@ def corpus_records(docs: dict[str, list[dict[str, Any]]], source_type: str
                                    "valid_from": format_time(times[k])}  # fmt: skip
             if k + 1 < len(versions):
                 rec["valid_to"] = format_time(times[k + 1])
+            elif ends and doc_id in ends and ends[doc_id] > times[k]:
+                rec["valid_to"] = format_time(ends[doc_id])
             rec.update(source_type=source_type, text=v["text"], meta=meta)
             out.append(rec)
     return out
@@ -444,7 +447,8 @@ def keep_documents(docs: dict[str, list[dict[str, Any]]], with_facts: set[str],
     their original order."""
     if limit is None or limit >= len(docs):
         return docs
-    ranked = sorted(docs, key=lambda d: (d not in with_facts, _hash(d)))
+    # (salted: the split hashes the bare id, and a cut by that hash would keep one split)
+    ranked = sorted(docs, key=lambda d: (d not in with_facts, _hash("keep", d)))
     keep = set(ranked[:limit])
     return {d: vs for d, vs in docs.items() if d in keep}
 
@@ -509,7 +513,7 @@ def add_arguments(parser: argparse.ArgumentParser, config: type) -> None:
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--seed", type=int, default=config.seed)
     parser.add_argument("--split", choices=SPLITS, default=config.split)
-    parser.add_argument("--max-documents", type=int, default=None)
+    parser.add_argument("--max-documents", type=int, default=config.max_documents)
     parser.add_argument("--max-queries", type=int, default=config.max_queries)
     parser.add_argument("--stats", action="store_true", help="print statistics as JSON")
     parser.add_argument("--source", default=None,
