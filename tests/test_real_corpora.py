@@ -279,18 +279,18 @@ def test_peps_questions_follow_the_versions_in_force(tmp_path: Path, peps_raw: P
     # Superseded-By appears with the supersession: a change from no value, no stale answer
     superseded = [q for q in ds.queries if q.meta["field"] == "Superseded-By"]
     assert {(q.answer, q.stale_answers, q.text) for q in superseded} == {
-        ("Superseded-By: 6", (), "Which PEP supersedes PEP 5?")}
+        ("Superseded-By: 6", (), "Which PEP supersedes PEP 5 (Proposal 5)?")}
     assert {q.meta["timing"] for q in superseded} == {"after_change", "long_after"}
     status = [q for q in ds.queries if q.meta["field"] == "Status"]
     assert all(q.answer.startswith("Status: ") for q in status)
     final = [q for q in status if q.doc_ids == ("pep-0001",) and q.answer == "Status: Final"]
     assert final and all(q.stale_answers == ("Status: Draft", "Status: Accepted")
-                         and q.text == "What is the status of PEP 1?" for q in final)  # fmt: skip
+                         and q.text == "What is the status of PEP 1 (Proposal 1)?" for q in final)
     version = [q for q in ds.queries if q.meta["field"] == "Python-Version"
                and q.kind == "current"]  # fmt: skip
     assert [(q.answer, q.stale_answers, q.text) for q in version] == [
         ("Python-version: 3.6", ("Python-Version: 3.5",),
-         "Which Python version is PEP 1 targeted at?")] * len(version) and version
+         "Which Python version is PEP 1 (Proposal 1) targeted at?")] * len(version) and version
     as_of = [q for q in ds.queries if q.kind == "as_of"]
     assert all(q.text.startswith("As of ") for q in as_of) and as_of
     records = [json.loads(line) for line in

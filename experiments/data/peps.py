@@ -4,16 +4,18 @@ The raw history (``datasets/peps/versions.jsonl.gz``: 742 PEPs, 5,160 versions, 
 per change of a header field) becomes one corpus record per version, valid from its commit
 time to the next version's. A *fact* is one header field of one PEP (``Status``,
 ``Python-Version``, ``Type``, ``Title``, ...) that takes two or more values over the PEP's
-history. Questions such as "What is the status of PEP 563?" are asked at times drawn from
-the timing regimes of :mod:`experiments.data.site_policy` (``after_change``,
-``long_after``, ``as_of``); the answer is the header line in force at the asked time (e.g.
-"Status: Accepted"), the stale answers are the field's earlier lines.
+history. Questions are asked at times drawn from the shared deriver's timing regimes
+(:mod:`experiments.data.deriver`: ``after_change``, ``long_after``, ``as_of``) and name the
+PEP by its number and title ("What is the status of PEP 563 (Postponed Evaluation of
+Annotations)?"); the answer is the header line in force at the asked time (e.g. "Status:
+Accepted"), the stale answers are the field's earlier lines.
 ``datasets/peps/README.md`` documents the design and the statistics of the default output.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +43,8 @@ from experiments.data.deriver import (
     version_times,
 )
 from experiments.data.registry import DatasetKind
-from experiments.protocol.answers import normalise
+from experiments.protocol.answers import contains_answer, normalise
+from smartvector.chunking import chunk_text
 
 #: field -> (question asked now, question asked as of a date); {n} is the PEP number
 QUESTIONS: dict[str, tuple[str, str]] = {
@@ -122,12 +125,31 @@ def pep_facts(doc_id: str, versions: Sequence[dict[str, Any]], names: Sequence[s
             forms.append(None if found is None else f"{found[0]}: {found[1]}")
         appears = appearing and any(a is None and b is not None
                                     for a, b in zip(keys, keys[1:], strict=False))  # fmt: skip
-        if len({k for k in keys if k is not None}) < 2 and not appears:
+        values = {k for k in keys if k is not None}
+        if len(values) < 2 and not appears:
             continue
+        if len({_tokens(k) for k in values}) < len(values):
+            continue  # a change of format only ("2.7 and 3.1" -> "2.7, 3.1"): not a new value
         fact = Fact(doc_id, name, keys, forms, {"field": name}, appearing)
         if consistent(fact, texts):
             out.append(fact)
     return out
+
+
+def _tokens(value: str) -> tuple[str, ...]:
+    """A value's words and numbers, without punctuation or joining words."""
+    return tuple(t for t in re.findall(r"[^\W_]+(?:\.[^\W_]+)*", value) if t not in ("and", "or"))
+
+
+def _names_subject(text: str, answer: str, number: str, title: str | None) -> bool:
+    """Whether the chunk of ``text`` stating ``answer`` also names its PEP (its ``PEP:``
+    line or its title): a long header is cut into chunks, and a chunk holding only
+    ``Status: Final`` could be any PEP's."""
+    for chunk in chunk_text(text):
+        if contains_answer(chunk.text, answer):
+            return bool(re.search(rf"^PEP:\s*0*{re.escape(number)}\s*$", chunk.text, re.M)) or (
+                title is not None and title in chunk.text)
+    return False
 
 
 def _number(doc_id: str) -> str:
@@ -135,9 +157,23 @@ def _number(doc_id: str) -> str:
     return str(int(digits)) if digits.isdigit() else doc_id
 
 
-def _question(c: Candidate) -> str:
+def _question(c: Candidate, versions: Sequence[dict[str, Any]]) -> str | None:
+    """The question, naming the PEP as a person would: its number and, but for questions
+    about the title itself, its title in the version in force ("PEP 563 (Postponed
+    Evaluation of Annotations)"). None (dropped) when that title states one of the fact's
+    values ("Python 3.8 Release Schedule" for a Python-Version question), or when the chunk
+    stating the answer names neither the PEP's number nor its title."""
     now, then = QUESTIONS[c.fact.fact_id]
     n = _number(c.fact.doc_id)
+    title = _field(versions[c.version]["fields"], "Title")
+    if not _names_subject(versions[c.version]["text"], c.answer, n,
+                          None if title is None else title[1]):
+        return None
+    if c.fact.fact_id != "Title" and title is not None:
+        values = {f.split(": ", 1)[1] for f in c.fact.forms if f is not None}
+        if any(contains_answer(title[1], v) for v in values):
+            return None
+        n = f"{n} ({title[1]})"
     if c.timing == "as_of":
         return then.format(n=n, date=date_phrase(c.asked_at))
     return now.format(n=n)
@@ -157,7 +193,8 @@ def generate(cfg: PepsConfig, *, source: str | Path | None = None
         times = version_times(versions)
         for fact in facts[doc_id]:
             pool.extend(candidates(fact, times, end, cfg))
-    queries = query_records(select(pool, cfg), _question, cfg, "pep")
+    queries = query_records(select(pool, cfg), lambda c: _question(c, docs[c.fact.doc_id]),
+                            cfg, "pep")
     return corpus_records(docs, "technical_doc"), queries
 
 
