@@ -115,6 +115,9 @@ class ProtocolConfig:
     consolidate_daily: bool = True
     consolidate_before_queries: bool = True
     mode: str = "replay"  # or "time_travel": ingest everything, then ask each query "as of"
+    #: "title": every chunk starts with its document's title (``meta.title``, else its id),
+    #: for every method alike (:mod:`experiments.protocol.context`); "none": as written
+    chunk_context: str = "none"
     feedback_rate: float = 0.0  # share of queries whose top-1 the simulated user judges
 
 

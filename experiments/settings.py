@@ -35,6 +35,7 @@ class Settings:
 
 
 EMBEDDERS = ("hashing", "minilm", "all-MiniLM-L6-v2", "st")
+CHUNK_CONTEXTS = ("none", "title")
 
 
 def validate(cfg: DictConfig, base: Path) -> Settings:
@@ -77,6 +78,9 @@ def _check_run(cfg: DictConfig) -> None:
         (min(p.hnsw_ef, p.hnsw_m, p.hnsw_ef_construction) >= 1,
          f"protocol.hnsw_ef, hnsw_m and hnsw_ef_construction must be >= 1, got {p.hnsw_ef}, "
          f"{p.hnsw_m}, {p.hnsw_ef_construction}"),
+        (p.chunk_context in CHUNK_CONTEXTS, f"protocol.chunk_context must be one of "
+                                            f"{', '.join(CHUNK_CONTEXTS)}, got "
+                                            f"{p.chunk_context!r}"),
         (p.mode in ("replay", "time_travel"), f"protocol.mode must be replay or time_travel, "
                                               f"got {p.mode!r}"),
         (0.0 <= p.feedback_rate <= 1.0, f"protocol.feedback_rate must be in [0, 1], got "

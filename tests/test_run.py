@@ -193,9 +193,9 @@ def test_sweep_end_to_end_logs_to_mlflow(tmp_path: Path) -> None:
                                                                   "smartvector"}
         injected.append(res.corpus.injected)
         pred = pd.read_csv(out / "predictions.csv")
-        assert list(pred.columns[:13]) == [
-            "query_id", "method", "kind", "topic", "timing", "split", "vector_id", "doc_id",
-            "score", "semantic", "temporal", "confidence", "relational"]
+        assert list(pred.columns[:14]) == [
+            "query_id", "method", "kind", "topic", "timing", "split", "value_type", "vector_id",
+            "doc_id", "score", "semantic", "temporal", "confidence", "relational"]
         assert {"injected", "grade", "probability", "first_correct_rank"} <= set(pred.columns)
         run = pd.read_csv(out / "run.csv")  # the retrieval run: per query, the ranked hits
         assert list(run.columns) == ["query_id", "method", "rank", "vector_id", "doc_id",

@@ -58,7 +58,7 @@ class QuestionsConfig:
     long_after_days: int = 180  # long_after: asked >= M days after it, before the next one
     max_queries: int = 300  # in total, before the split filter
     max_queries_per_document: int = 40
-    max_queries_per_fact: int = 10
+    max_queries_per_fact: int = 3  # no fact gives more than three questions
     max_documents: int | None = None  # keep only N documents (those with facts first)
 
 
@@ -110,6 +110,9 @@ class Fact:
     forms: list[str | None]
     meta: dict[str, Any] = field(default_factory=dict)
     appearing_changes: bool = False
+    #: per version, the words a question quotes from it (a cloze), where it quotes any: a
+    #: question is worded from the version in force when it is asked
+    wording: list[str | None] = field(default_factory=list)
 
 
 class VersionTexts:
@@ -418,10 +421,14 @@ def query_records(chosen: Sequence[Candidate], question: Callable[[Candidate], s
 
 
 def corpus_records(docs: dict[str, list[dict[str, Any]]], source_type: str,
-                   ends: dict[str, datetime] | None = None) -> list[dict[str, Any]]:
+                   ends: dict[str, datetime] | None = None,
+                   title: Callable[[str, dict[str, Any]], str | None] | None = None
+                   ) -> list[dict[str, Any]]:  # fmt: skip
     """One record per version: ``valid_from`` the repaired commit time, ``valid_to`` the next
     version's (for a document's last version, its time in ``ends``, if any: when it left the
-    source), ``commit``/``path``/``committed_at`` (raw) in ``meta``."""
+    source), ``commit``/``path``/``committed_at`` (raw) in ``meta``, and ``meta.title`` the
+    version's title as ``title(doc_id, version)`` gives it (the chunk header of
+    ``protocol.chunk_context=title``)."""
     out = []
     for doc_id, versions in docs.items():
         times = version_times(versions)
@@ -430,6 +437,9 @@ def corpus_records(docs: dict[str, list[dict[str, Any]]], source_type: str,
                                     "committed_at": v["committed_at"]}  # fmt: skip
             if times[k] != datetime.fromisoformat(v["committed_at"]):
                 meta["time_repaired"] = True
+            name = title(doc_id, v) if title is not None else None
+            if name:
+                meta["title"] = name
             rec: dict[str, Any] = {"doc_id": doc_id, "version": k + 1,
                                    "valid_from": format_time(times[k])}  # fmt: skip
             if k + 1 < len(versions):

@@ -173,7 +173,8 @@ def generate(cfg: EndoflifeConfig, *, source: str | Path | None = None
             pool.extend(candidates(fact, times, min(end, ends.get(doc_id, end)), cfg))
     queries = query_records(select(pool, cfg),
                             lambda c: _question(c, docs[c.fact.doc_id]), cfg, "eol")
-    return corpus_records(docs, "technical_doc", ends), queries
+    return corpus_records(docs, "technical_doc", ends,
+                          title=lambda d, v: v["text"].split("\n", 1)[0].strip()), queries
 
 
 def write(cfg: EndoflifeConfig, out_dir: str | Path, *, source: str | Path | None = None

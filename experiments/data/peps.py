@@ -152,6 +152,12 @@ def _names_subject(text: str, answer: str, number: str, title: str | None) -> bo
     return False
 
 
+def _title(doc_id: str, version: dict[str, Any]) -> str:
+    """``PEP 563: Postponed Evaluation of Annotations`` (the chunk header)."""
+    title = _field(version["fields"], "Title")
+    return f"PEP {_number(doc_id)}" + ("" if title is None else f": {title[1]}")
+
+
 def _number(doc_id: str) -> str:
     digits = doc_id.rsplit("-", 1)[-1]
     return str(int(digits)) if digits.isdigit() else doc_id
@@ -195,7 +201,7 @@ def generate(cfg: PepsConfig, *, source: str | Path | None = None
             pool.extend(candidates(fact, times, end, cfg))
     queries = query_records(select(pool, cfg), lambda c: _question(c, docs[c.fact.doc_id]),
                             cfg, "pep")
-    return corpus_records(docs, "technical_doc"), queries
+    return corpus_records(docs, "technical_doc", title=_title), queries
 
 
 def write(cfg: PepsConfig, out_dir: str | Path, *, source: str | Path | None = None) -> Path:

@@ -21,7 +21,7 @@ import argparse
 import difflib
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -395,6 +395,12 @@ def site_policy_facts(doc_id: str, texts: Sequence[str], min_similarity: float) 
                 break
         else:
             continue
+        if any(_label_only(checker.chunks[k][segs[k][chain[k]].chunk], forms[k]) for k in ks):
+            continue
+        fact.wording = [None] * len(texts)
+        for k in ks:
+            seg = segs[k][chain[k]]
+            fact.wording[k] = cloze(seg.text, seg.values[slot].start, seg.values[slot].end)
         last = segs[ks[-1]][chain[ks[-1]]]
         value = last.values[slot]
         fact.meta = {
@@ -407,15 +413,26 @@ def site_policy_facts(doc_id: str, texts: Sequence[str], min_similarity: float) 
     return [f for f in facts if clozes[normalise(f.meta["cloze"])] == 1]
 
 
-def _question(title: str) -> Callable[[Candidate], str]:
-    def question(c: Candidate) -> str:
-        blank = c.fact.meta["cloze"]
-        if c.timing == "as_of":
-            return (f"As of {date_phrase(c.asked_at)}, in the {title}, what filled the blank: "
-                    f"\"{blank}\"?")  # fmt: skip
-        return f"In the {title}, what fills the blank: \"{blank}\"?"
+#: a gold chunk with fewer words than this besides its answer is only a label and a value
+MIN_CONTEXT_WORDS = 6
+_WORD = re.compile(r"[^\W_]+")
 
-    return question
+
+def _label_only(chunk: str, answer: str) -> bool:
+    """Whether the chunk stating ``answer`` says little else (``Effective date: **May 25,
+    2018**``): such a chunk names no subject, and every policy has one like it."""
+    rest = normalise(chunk).replace(normalise(answer), " ", 1)
+    return len(_WORD.findall(rest)) < MIN_CONTEXT_WORDS
+
+
+def _question(c: Candidate, versions: Sequence[dict[str, Any]]) -> str:
+    """The cloze question in the words of the version in force: its title and its sentence."""
+    title = title_of(versions[c.version]["text"], c.fact.doc_id)
+    blank = c.fact.wording[c.version] or c.fact.meta["cloze"]
+    if c.timing == "as_of":
+        return (f"As of {date_phrase(c.asked_at)}, in the {title}, what filled the blank: "
+                f"\"{blank}\"?")  # fmt: skip
+    return f"In the {title}, what fills the blank: \"{blank}\"?"
 
 
 def generate(cfg: SitePolicyConfig, *, source: str | Path | None = None
@@ -428,15 +445,13 @@ def generate(cfg: SitePolicyConfig, *, source: str | Path | None = None
              for d, vs in docs.items()}  # fmt: skip
     docs = keep_documents(docs, {d for d, f in facts.items() if f}, cfg.max_documents)
     pool: list[Candidate] = []
-    questions: dict[str, Callable[[Candidate], str]] = {}
     for doc_id, versions in docs.items():
         times = version_times(versions)
-        questions[doc_id] = _question(title_of(versions[-1]["text"], doc_id))
         for fact in facts[doc_id]:
             pool.extend(candidates(fact, times, end, cfg))
     chosen = select(pool, cfg)
-    queries = query_records(chosen, lambda c: questions[c.fact.doc_id](c), cfg, "sp")
-    return corpus_records(docs, "policy_doc"), queries
+    queries = query_records(chosen, lambda c: _question(c, docs[c.fact.doc_id]), cfg, "sp")
+    return corpus_records(docs, "policy_doc", title=lambda d, v: title_of(v["text"], d)), queries
 
 
 def write(cfg: SitePolicyConfig, out_dir: str | Path, *, source: str | Path | None = None

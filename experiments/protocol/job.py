@@ -18,6 +18,7 @@ from tqdm import tqdm
 from experiments.data.dataset import Dataset
 from experiments.methods import Context, Retriever, make_retriever
 from experiments.ops.resilience import one_line
+from experiments.protocol.context import with_titles
 from experiments.protocol.evaluate import method_metrics, paired_tests, timing_metrics
 from experiments.protocol.labels import label_dataset, write_labels
 from experiments.protocol.memo import MemoEmbedder
@@ -82,6 +83,8 @@ def evaluate(cfg: DictConfig, settings: Settings, ds: Dataset, out_dir: Path, ba
     A method that raises ends the replays; what finished is kept and the error recorded."""
     out_dir = Path(out_dir)
     loaded_out = len(ds.unanswerable)
+    if cfg.protocol.chunk_context == "title":
+        ds = with_titles(ds, settings.store.max_chunk_chars)
     ds, labels = label_dataset(ds, settings.store.max_chunk_chars)
     write_labels(out_dir, ds, labels)
     (out_dir / RUNS_DIR).mkdir(exist_ok=True)

@@ -186,7 +186,8 @@ def _prediction(injected: dict[str, tuple[str, ...] | None], method: str, q: Que
     first = next((i + 1 for i, g in enumerate(grades) if g == Grade.CORRECT), 0)
     row = {"query_id": q.id, "method": method, "kind": q.kind,
            "topic": str(q.meta.get("topic") or q.doc_ids[0]),
-           "timing": str(q.meta.get("timing", "")), "split": str(q.meta.get("split", ""))}
+           "timing": str(q.meta.get("timing", "")), "split": str(q.meta.get("split", "")),
+           "value_type": str(q.meta.get("value_type") or q.meta.get("field") or "")}
     if ranking.hits:
         h = ranking.hits[0]
         row.update(

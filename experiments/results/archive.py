@@ -27,7 +27,8 @@ from experiments.results.record import PREDICTIONS_FILE, RUNS_DIR, find_results_
 #: the studies whose configurations the published tables are made from
 PUBLISHED = ("paper_table1", "paper_table1_dev", "paper_regime_map", "paper_robustness",
              "paper_time_travel", "paper_feedback", "paper_sensitivity", "paper_authority",
-             "paper_weights_dev", "paper_weights_test", "real_site_policy", "real_peps")
+             "paper_weights_dev", "paper_weights_test", "real_site_policy", "real_peps",
+             "real_endoflife")
 TOP1_COLUMNS = ["query_id", "method", "kind", "grade", "probability"]
 
 

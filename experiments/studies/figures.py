@@ -83,6 +83,7 @@ class Store:
 
 #: the swept params a study's pooled predictions carry (and are ordered by)
 POOLED_PARAMS = ("seed", "dataset.contradiction_rate", "protocol.feedback_rate",
+                 "protocol.chunk_context",
                  "query_split", "store.temporal.half_life_days",
                  "store.consolidation.contradiction_similarity",
                  "dataset.authority_age_correlation", "dataset.query_timing",
@@ -496,34 +497,46 @@ def reembed_length(store: Store, out: Path) -> dict[str, str]:
 
 # ---------------------------------------------------------------------------- figures
 def real_corpora(store: Store, out: Path) -> dict[str, str]:
-    """Table 1 and the per-kind / per-seed breakdown on each real corpus, plus the
-    accuracy by query timing regime and by the document split (dev / test)."""
+    """On each real corpus, for each chunk context (``real_<name>`` as written,
+    ``real_<name>_title`` with title headers): Table 1 with the accuracy by query timing,
+    by value type (or header field) and by document split, the ranking table, and the
+    per-kind / per-seed breakdown."""
     made: dict[str, str] = {}
-    for name in ("site_policy", "peps"):
-        pred = _pooled(store, f"real_{name}")
-        if pred.empty:
+    for name in REAL_CORPORA:
+        pooled = _pooled(store, f"real_{name}")
+        if pooled.empty:
             continue
-        rows = []
-        for m in dict.fromkeys(pred["method"]):
-            sub = pred[pred.method == m]
-            q = quality(sub)
-            row = {"method": m,
-                   "top-1 accuracy": _fmt(q["top1_accuracy"], q["top1_accuracy_ci_lo"],
-                                          q["top1_accuracy_ci_hi"]),
-                   "stale rate": _fmt(q["stale_rate"], q["stale_rate_ci_lo"],
-                                      q["stale_rate_ci_hi"]),
-                   "ECE": f"{q['ece']:.3f}"}
-            for col, key in (("timing", "timing"), ("split", "split")):
-                if key in sub.columns:
-                    for v, part in sub.groupby(key, sort=True):
-                        a = _ci(part["grade"].eq("correct").to_numpy())
-                        row[f"{col}: {v} (n={len(part)})"] = _fmt(*a)
-            rows.append(row)
-        made[f"real_{name}"] = _write(pd.DataFrame(rows), out, f"real_{name}")
-        made.update(ranking_table(pred, out, f"real_{name}"))
-        made.update(breakdowns(pred, out, f"real_{name}",
-                               seed_tables=pred["seed"].nunique() > 1))
+        if "protocol.chunk_context" not in pooled.columns:
+            pooled["protocol.chunk_context"] = "none"
+        for context, pred in pooled.groupby("protocol.chunk_context", sort=True):
+            table = f"real_{name}" + ("" if context == "none" else f"_{context}")
+            made[table] = _write(_real_table(pred), out, table)
+            made.update(ranking_table(pred, out, table))
+            made.update(breakdowns(pred, out, table, seed_tables=pred["seed"].nunique() > 1))
     return made
+
+
+REAL_CORPORA = ("site_policy", "peps", "endoflife")
+
+
+def _real_table(pred: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for m in dict.fromkeys(pred["method"]):
+        sub = pred[pred.method == m]
+        q = quality(sub)
+        row = {"method": m,
+               "top-1 accuracy": _fmt(q["top1_accuracy"], q["top1_accuracy_ci_lo"],
+                                      q["top1_accuracy_ci_hi"]),
+               "stale rate": _fmt(q["stale_rate"], q["stale_rate_ci_lo"],
+                                  q["stale_rate_ci_hi"]),
+               "ECE": f"{q['ece']:.3f}"}
+        for col in ("timing", "value_type", "split"):
+            if col in sub.columns and sub[col].astype(bool).any():
+                for v, part in sub.groupby(col, sort=True):
+                    a = _ci(part["grade"].eq("correct").to_numpy())
+                    row[f"{col.replace('_', ' ')}: {v} (n={len(part)})"] = _fmt(*a)
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 REGIME_KEYS = ["dataset.query_timing", "dataset.contradiction_rate", "dataset.supersession",

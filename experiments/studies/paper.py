@@ -45,7 +45,7 @@ from smartvector import ScoringWeights
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 #: the studies, longest jobs first (the real corpora's single jobs take minutes)
-STUDIES = ("real_site_policy", "real_peps", "weights_dev", "table1", "table1_dev",
+STUDIES = ("real_site_policy", "real_peps", "real_endoflife", "weights_dev", "table1", "table1_dev",
            "regime_map", "robustness", "time_travel", "feedback", "sensitivity", "authority")
 REEMBED_LENGTHS = (5, 10, 20, 50, 100, 200, 500)
 REEMBED_SEEDS = (0, 1, 2, 3, 4)
