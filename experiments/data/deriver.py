@@ -24,6 +24,7 @@ import gzip
 import hashlib
 import json
 import random
+import re
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -113,6 +114,19 @@ class Fact:
     #: per version, the words a question quotes from it (a cloze), where it quotes any: a
     #: question is worded from the version in force when it is asked
     wording: list[str | None] = field(default_factory=list)
+
+
+def format_only(values: set[str]) -> bool:
+    """Whether some of a fact's distinct values differ only in format (``2.7 and 3.1`` and
+    ``2.7, 3.1``; ``2016-4-23`` and ``2016-04-23``): the same words and numbers once
+    punctuation, joining words and leading zeros are dropped. Such a change is not a new
+    value, and a retriever returning either line gives the same answer."""
+
+    def tokens(value: str) -> tuple[str, ...]:
+        words = re.findall(r"[^\W_]+", value)
+        return tuple(w.lstrip("0") or "0" for w in words if w not in ("and", "or"))
+
+    return len({tokens(v) for v in values}) < len(values)
 
 
 class VersionTexts:

@@ -28,10 +28,8 @@ from experiments.data.deriver import (
     Candidate,
     Fact,
     QuestionsConfig,
-    VersionTexts,
     add_arguments,
     candidates,
-    consistent,
     corpus_records,
     date_phrase,
     horizon,
@@ -44,8 +42,8 @@ from experiments.data.deriver import (
     validate_common,
     version_times,
 )
+from experiments.data.history import gives_away, line_facts, subject_of
 from experiments.data.registry import DatasetKind
-from experiments.protocol.answers import contains_answer, normalise
 
 #: field -> (its line's label in a version's text, question now, question as of a date);
 #: {s} is the cycle as the version in force titles it (the text's first line)
@@ -95,29 +93,15 @@ def validate(cfg: EndoflifeConfig) -> None:
                          f"{', '.join(QUESTIONS)}, got {fields}")  # fmt: skip
 
 
-def _line(text: str, label: str) -> str | None:
-    """The text's ``<label>: value`` line (None if it has none)."""
-    for line in text.split("\n")[1:]:
-        if line.startswith(f"{label}: "):
-            return line.strip()
-    return None
-
-
 def cycle_facts(doc_id: str, versions: Sequence[dict[str, Any]], names: Sequence[str]
                 ) -> list[Fact]:  # fmt: skip
-    """One fact per asked field that takes two or more values over the cycle's versions
-    (or appears where the version before had none) and whose lines grade unambiguously in
-    the document (:func:`~experiments.data.deriver.consistent`)."""
-    texts = VersionTexts([v["text"] for v in versions])
+    """One fact per asked field whose line (``End of life: ...``) takes two or more values
+    over the cycle's versions, or appears, and grades unambiguously
+    (:func:`~experiments.data.history.line_facts`); the fact is named by the field."""
     out = []
     for name in names:
-        forms = [_line(v["text"], QUESTIONS[name][0]) for v in versions]
-        keys = [None if f is None else normalise(f) for f in forms]
-        appears = any(a is None and b is not None for a, b in zip(keys, keys[1:], strict=False))
-        if len({k for k in keys if k is not None}) < 2 and not appears:
-            continue
-        fact = Fact(doc_id, name, keys, forms, {"field": name}, True)
-        if consistent(fact, texts):
+        for fact in line_facts(doc_id, versions, [QUESTIONS[name][0]]):
+            fact.fact_id, fact.meta = name, {"field": name}
             out.append(fact)
     return out
 
@@ -127,9 +111,8 @@ def _question(c: Candidate, versions: Sequence[dict[str, Any]]) -> str | None:
     the title states one of the fact's values ("the codename of macOS 10.10 (Yosemite)", "the
     latest release of Looker 24.4" when it is 24.4): the question would give it away."""
     _, now, then = QUESTIONS[c.fact.fact_id]
-    subject = versions[c.version]["text"].split("\n", 1)[0].strip()
-    values = {f.split(": ", 1)[1] for f in c.fact.forms if f is not None}
-    if any(contains_answer(subject, v) for v in values):
+    subject = subject_of(versions[c.version])
+    if gives_away(subject, c.fact):
         return None
     if c.timing == "as_of":
         return then.format(s=subject, date=date_phrase(c.asked_at))

@@ -32,6 +32,7 @@ from experiments.data.deriver import (
     consistent,
     corpus_records,
     date_phrase,
+    format_only,
     horizon,
     keep_documents,
     query_records,
@@ -128,17 +129,12 @@ def pep_facts(doc_id: str, versions: Sequence[dict[str, Any]], names: Sequence[s
         values = {k for k in keys if k is not None}
         if len(values) < 2 and not appears:
             continue
-        if len({_tokens(k) for k in values}) < len(values):
+        if format_only(values):
             continue  # a change of format only ("2.7 and 3.1" -> "2.7, 3.1"): not a new value
         fact = Fact(doc_id, name, keys, forms, {"field": name}, appearing)
         if consistent(fact, texts):
             out.append(fact)
     return out
-
-
-def _tokens(value: str) -> tuple[str, ...]:
-    """A value's words and numbers, without punctuation or joining words."""
-    return tuple(t for t in re.findall(r"[^\W_]+(?:\.[^\W_]+)*", value) if t not in ("and", "or"))
 
 
 def _names_subject(text: str, answer: str, number: str, title: str | None) -> bool:
