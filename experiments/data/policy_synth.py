@@ -19,6 +19,7 @@ the measured statistics of the committed corpus.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import random
@@ -76,6 +77,9 @@ class PolicySynthConfig:
     off_topic_share: float = 0.0  # share of injected chunks that are off-topic, not rumors
     supersession: str = "versions"  # versions: one document per series; documents: one each
     validity_windows: bool = True  # a version carries valid_to = the next one's valid_from
+    #: which facts of the bank topics are drawn from: all, or its development or test half
+    #: (:func:`fact_split`), so that held-out corpora share no fact with development ones
+    facts: str = "all"
 
 
 #: ``quiet``: revisions stop ``min_version_gap_days`` before the query window, in which every
@@ -84,6 +88,19 @@ class PolicySynthConfig:
 #: uniform, each asked within ``after_change_days`` after a revision of its topic.
 QUERY_TIMINGS = ("quiet", "uniform", "after_change")
 SUPERSESSIONS = ("versions", "documents")
+FACT_SPLITS = ("all", "dev", "test")
+
+
+def fact_split(key: str) -> str:
+    """``dev`` or ``test``: the half of the fact bank a fact belongs to, by a stable hash of
+    its key (not seeded: the same for every seed; 21 development and 24 test facts)."""
+    h = int.from_bytes(hashlib.sha256(f"fact:{key}".encode()).digest()[:8], "big") / 2**64
+    return "dev" if h < 0.5 else "test"
+
+
+def bank_facts(which: str) -> list[Fact]:
+    """The bank's facts of one half (or all), in bank order."""
+    return [f for f in load_bank().facts if which == "all" or fact_split(f.key) == which]
 
 
 def _round_half_up(x: float) -> int:
@@ -127,9 +144,12 @@ def validate(cfg: PolicySynthConfig) -> None:
         )
     if not isinstance(cfg.validity_windows, bool):
         raise ValueError(f"validity_windows must be true or false, got {cfg.validity_windows!r}")
-    n_facts = len(load_bank().facts)
+    if cfg.facts not in FACT_SPLITS:
+        raise ValueError(f"facts must be one of {', '.join(FACT_SPLITS)}, got {cfg.facts!r}")
+    n_facts = len(bank_facts(cfg.facts))
     if cfg.n_topics > n_facts:
-        raise ValueError(f"n_topics must be <= {n_facts} (the fact bank), got {cfg.n_topics}")
+        raise ValueError(f"n_topics must be <= {n_facts} (the fact bank's facts={cfg.facts} "
+                         f"facts), got {cfg.n_topics}")
     if cfg.n_dependents > cfg.n_topics:
         raise ValueError(f"n_dependents must be <= n_topics, got {cfg.n_dependents}")
     if cfg.n_current_queries + cfg.n_as_of_queries + cfg.n_dependent_queries < 1:
@@ -349,7 +369,7 @@ def _choose_topics(cfg: PolicySynthConfig) -> list[_Topic]:
     vrng.shuffle(dep_versions)
     vrng.shuffle(other_versions)
     versions = dep_versions + other_versions
-    bank = list(load_bank().facts)
+    bank = bank_facts(cfg.facts)
     _rng(cfg, "facts").shuffle(bank)
     value_rng = _rng(cfg, "values")
     used: list[str] = []
