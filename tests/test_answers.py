@@ -84,7 +84,7 @@ def test_cases(text: str, answer: str, expected: bool) -> None:
     assert contains_answer(text, answer) is expected
 
 
-# --- the expectations of tests/test_grading.py, ported ------------------------------------
+# --- the bounded match: near misses and accepted forms ------------------------------------
 
 @pytest.mark.parametrize(("text", "answer"), [
     ("the limit is 14 MB", "4 MB"), ("uptime is 99.95% this year", "99.9%"),

@@ -1,75 +1,11 @@
+"""The shared grade of one retrieved chunk (the answer matcher's tests: tests/test_answers.py)."""
+
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-import pytest
-
 from experiments.data.dataset import Query
-from experiments.protocol.answers import contains_answer, normalise
 from experiments.protocol.grading import Grade, grade
-
-
-@pytest.mark.parametrize(
-    ("text", "answer"),
-    [
-        ("the limit is 14 MB", "4 MB"),
-        ("uptime is 99.95% this year", "99.9%"),
-        ("logs are kept 130 days", "30 days"),
-        ("version 5.5", "5"),
-        ("version 2.5", "5"),
-        ("1,5 litres", "5"),
-        ("5,1 litres", "5"),
-        ("costs 1,500 euros", "500 euros"),
-        ("v15", "5"),
-        ("port 80801", "8080"),
-        ("the keys rotate", "key"),
-        ("monkey", "key"),
-        ("", "5"),
-    ],
-)
-def test_bounded_non_matches(text: str, answer: str) -> None:
-    assert not contains_answer(text, answer)
-
-
-@pytest.mark.parametrize(
-    ("text", "answer"),
-    [
-        ("keys rotate every 90 days.", "90 days"),
-        ("rotation (90 days) is enforced", "90 days"),
-        ("90 days, then deleted", "90 days"),
-        ("rotation happens after 90 days", "90 days"),
-        ("90 days", "90 days"),
-        ("the answer was 5.", "5"),
-        ("the answer was 5, then 6", "5"),
-        ("limits: 5; quotas: 6", "5"),
-        ("it is 4 MB.", "4 MB"),
-        ("uptime 99.9%.", "99.9%"),
-        ("uptime 99.9%5", "99.9%"),  # answer ends with '%': no boundary needed after it
-        ("costs US$5 per seat", "$5"),  # answer starts with '$': no boundary needed before
-        ("x.5 is odd", "5"),  # '.' not preceded by a digit
-        ("Rotate Every  90\n\tDAYS", "every 90 days"),
-        ("STRASSE 5", "straße 5"),  # casefold
-        ("tab\tseparated", "  tab separated  "),
-    ],
-)
-def test_bounded_matches(text: str, answer: str) -> None:
-    assert contains_answer(text, answer)
-
-
-def test_empty_or_blank_answer_matches_nothing() -> None:
-    assert not contains_answer("anything", "")
-    assert not contains_answer("anything", "  \n ")
-
-
-def test_regex_metacharacters_are_literal() -> None:
-    assert contains_answer("costs (a+b)*2 units", "(a+b)*2")
-    assert not contains_answer("costs aab2 units", "a+b")
-
-
-def test_normalise() -> None:
-    assert normalise("  Hello \t\n  WORLD  ") == "hello world"
-    assert normalise("Straße") == "strasse"
-    assert normalise("") == ""
 
 
 def _query(**kw: object) -> Query:
