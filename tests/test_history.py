@@ -9,6 +9,7 @@ import pytest
 
 from experiments.data import history
 from experiments.data.dataset import DatasetError, load_dataset
+from experiments.data.deriver import read_versions
 
 
 def _write(tmp_path: Path, rows: list[tuple[str, int, str, str]]) -> Path:
@@ -45,6 +46,6 @@ def test_bad_history_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text('{"doc_id": "a", "version": 1, "text": "x"}\n')
     with pytest.raises(DatasetError, match=r"^bad\.jsonl:1: not a version record .*committed_at"):
-        history.read_history(path)
+        read_versions(path)
     with pytest.raises(ValueError, match=r"^dataset\.path must name"):
         history.validate(history.HistoryConfig())

@@ -179,22 +179,32 @@ def raw_path(name: str) -> Path:
 
 
 def read_versions(path: str | Path) -> dict[str, list[dict[str, Any]]]:
-    """Raw versions grouped by doc id (in order of first appearance), sorted by version."""
+    """Raw versions (JSON lines, plain or gzipped) grouped by doc id (in order of first
+    appearance), sorted by version. Each needs ``doc_id``, ``version``, ``committed_at`` and
+    ``text``; ``commit`` and ``path`` default to empty."""
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"{path}: raw version history not found (it ships with the "
                            "repository: restore it from git)")  # fmt: skip
+    opener = gzip.open if path.suffix == ".gz" else open
     docs: dict[str, list[dict[str, Any]]] = {}
-    with gzip.open(path, "rt", encoding="utf-8") as f:
+    with opener(path, "rt", encoding="utf-8") as f:
         for number, line in enumerate(f, start=1):
             if not line.strip():
                 continue
             try:
                 rec = json.loads(line)
-                docs.setdefault(rec["doc_id"], []).append(rec)
+                missing = [k for k in ("doc_id", "version", "committed_at", "text")
+                           if k not in rec]  # fmt: skip
+                if missing:
+                    raise KeyError(missing[0])
+                rec.setdefault("commit", "")
+                rec.setdefault("path", "")
+                docs.setdefault(str(rec["doc_id"]), []).append(rec)
             except (json.JSONDecodeError, KeyError, TypeError) as e:
-                raise DatasetError(f"{path.name}:{number}: not a version record: "
-                                   f"{type(e).__name__}: {e}") from None  # fmt: skip
+                raise DatasetError(f"{path.name}:{number}: not a version record (needs doc_id, "
+                                   f"version, committed_at, text): {type(e).__name__}: {e}"
+                                   ) from None  # fmt: skip
     for versions in docs.values():
         versions.sort(key=lambda r: r["version"])
     return docs
@@ -335,6 +345,20 @@ def candidates(fact: Fact, times: Sequence[datetime], end: datetime, cfg: Any
                                  _hash(cfg.seed, fact.doc_id, fact.fact_id, run.index,
                                        timing)))  # fmt: skip
     return out
+
+
+def candidate_pool(docs: dict[str, list[dict[str, Any]]], facts: dict[str, list[Fact]],
+                   end: datetime, cfg: Any, ends: dict[str, datetime] | None = None
+                   ) -> list[Candidate]:  # fmt: skip
+    """Every candidate of every document's facts; a document's last run ends at ``end`` or,
+    if earlier, at its time in ``ends`` (when it left the source)."""
+    pool: list[Candidate] = []
+    for doc_id, versions in docs.items():
+        times = version_times(versions)
+        stop = min(end, ends[doc_id]) if ends and doc_id in ends else end
+        for fact in facts[doc_id]:
+            pool.extend(candidates(fact, times, stop, cfg))
+    return pool
 
 
 def _ceil_day(t: datetime) -> datetime:
@@ -542,6 +566,14 @@ def add_arguments(parser: argparse.ArgumentParser, config: type) -> None:
     parser.add_argument("--stats", action="store_true", help="print statistics as JSON")
     parser.add_argument("--source", default=None,
                         help="raw versions file (default: the one under datasets/)")
+
+
+def command(module: str, description: str, config: type, generate_fn: Callable[..., Any],
+            extra_keys: Sequence[str], argv: Sequence[str] | None = None) -> int:
+    """``python -m <module>`` of a corpus: the shared options, then :func:`run_cli`."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=description)
+    add_arguments(parser, config)
+    return run_cli(parser.parse_args(argv), config, generate_fn, extra_keys)
 
 
 def run_cli(args: argparse.Namespace, config: type, generate_fn: Callable[..., Any],

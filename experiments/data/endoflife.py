@@ -15,7 +15,6 @@ documented subset of the cycles (``max_documents``), so that a run takes minutes
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,8 +27,8 @@ from experiments.data.deriver import (
     Candidate,
     Fact,
     QuestionsConfig,
-    add_arguments,
-    candidates,
+    candidate_pool,
+    command,
     corpus_records,
     date_phrase,
     horizon,
@@ -37,7 +36,6 @@ from experiments.data.deriver import (
     query_records,
     raw_path,
     read_versions,
-    run_cli,
     select,
     validate_common,
     version_times,
@@ -149,15 +147,11 @@ def generate(cfg: EndoflifeConfig, *, source: str | Path | None = None
     docs = keep_documents(docs, {d for d, f in facts.items() if f}, cfg.max_documents)
     ends = {d: t for d, t in gone.items() if d in docs
             and t > version_times(docs[d])[-1]}  # fmt: skip
-    pool: list[Candidate] = []
-    for doc_id, versions in docs.items():
-        times = version_times(versions)
-        for fact in facts[doc_id]:
-            pool.extend(candidates(fact, times, min(end, ends.get(doc_id, end)), cfg))
+    pool = candidate_pool(docs, facts, end, cfg, ends)
     queries = query_records(select(pool, cfg),
                             lambda c: _question(c, docs[c.fact.doc_id]), cfg, "eol")
     return corpus_records(docs, "technical_doc", ends,
-                          title=lambda d, v: v["text"].split("\n", 1)[0].strip()), queries
+                          title=lambda d, v: subject_of(v)), queries
 
 
 def write(cfg: EndoflifeConfig, out_dir: str | Path, *, source: str | Path | None = None
@@ -168,12 +162,8 @@ def write(cfg: EndoflifeConfig, out_dir: str | Path, *, source: str | Path | Non
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m experiments.data.endoflife", description=__doc__.splitlines()[0]
-    )
-    add_arguments(parser, EndoflifeConfig)
-    args = parser.parse_args(argv)
-    return run_cli(args, EndoflifeConfig, generate, ["field"])
+    return command("experiments.data.endoflife", __doc__.splitlines()[0],
+                   EndoflifeConfig, generate, ["field"], argv)
 
 
 DATASET = DatasetKind("endoflife", EndoflifeConfig,

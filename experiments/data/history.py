@@ -18,22 +18,20 @@ about. ``README.md`` ("Bring your own version history") says more.
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from experiments.data.dataset import DatasetError, write_dataset
+from experiments.data.dataset import write_dataset
 from experiments.data.deriver import (
     Candidate,
     Fact,
     QuestionsConfig,
     VersionTexts,
     add_arguments,
-    candidates,
+    candidate_pool,
     consistent,
     corpus_records,
     date_phrase,
@@ -41,10 +39,10 @@ from experiments.data.deriver import (
     horizon,
     keep_documents,
     query_records,
+    read_versions,
     run_cli,
     select,
     validate_common,
-    version_times,
 )
 from experiments.data.registry import DatasetKind
 from experiments.protocol.answers import contains_answer, normalise
@@ -68,33 +66,6 @@ def validate(cfg: HistoryConfig) -> None:
     if not Path(cfg.path).is_file():
         raise ValueError(f"dataset.path {cfg.path!r}: file not found")
     validate_common(cfg)
-
-
-def read_history(path: str | Path) -> dict[str, list[dict[str, Any]]]:
-    """Versions grouped by document, in version order (plain or gzipped JSON lines)."""
-    path = Path(path)
-    opener = gzip.open if path.suffix == ".gz" else open
-    docs: dict[str, list[dict[str, Any]]] = {}
-    with opener(path, "rt", encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                missing = [k for k in ("doc_id", "version", "committed_at", "text")
-                           if k not in rec]  # fmt: skip
-                if missing:
-                    raise KeyError(missing[0])
-                rec.setdefault("commit", "")
-                rec.setdefault("path", "")
-                docs.setdefault(str(rec["doc_id"]), []).append(rec)
-            except (json.JSONDecodeError, KeyError, TypeError) as e:
-                raise DatasetError(f"{path.name}:{number}: not a version record (needs doc_id, "
-                                   f"version, committed_at, text): {type(e).__name__}: {e}"
-                                   ) from None  # fmt: skip
-    for versions in docs.values():
-        versions.sort(key=lambda r: r["version"])
-    return docs
 
 
 def subject_of(version: dict[str, Any]) -> str:
@@ -151,7 +122,7 @@ def generate(cfg: HistoryConfig, *, source: str | Path | None = None
     if source is not None:
         cfg = HistoryConfig(**{**cfg.__dict__, "path": str(source)})
     validate(cfg)
-    docs = read_history(cfg.path)
+    docs = read_versions(cfg.path)
     end = horizon(docs, cfg.after_change_days)
     facts = {}
     for d, vs in docs.items():
@@ -159,11 +130,7 @@ def generate(cfg: HistoryConfig, *, source: str | Path | None = None
                                              for m in _LINE.finditer(v["text"].split("\n", 1)[-1])})
         facts[d] = line_facts(d, vs, labels)
     docs = keep_documents(docs, {d for d, f in facts.items() if f}, cfg.max_documents)
-    pool: list[Candidate] = []
-    for doc_id, versions in docs.items():
-        times = version_times(versions)
-        for fact in facts[doc_id]:
-            pool.extend(candidates(fact, times, end, cfg))
+    pool = candidate_pool(docs, facts, end, cfg)
     queries = query_records(select(pool, cfg), lambda c: _question(c, docs[c.fact.doc_id]),
                             cfg, "q")
     return corpus_records(docs, "unknown", title=lambda d, v: subject_of(v)), queries

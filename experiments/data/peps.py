@@ -14,7 +14,6 @@ Accepted"), the stale answers are the field's earlier lines.
 
 from __future__ import annotations
 
-import argparse
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,8 +26,8 @@ from experiments.data.deriver import (
     Fact,
     QuestionsConfig,
     VersionTexts,
-    add_arguments,
-    candidates,
+    candidate_pool,
+    command,
     consistent,
     corpus_records,
     date_phrase,
@@ -38,10 +37,8 @@ from experiments.data.deriver import (
     query_records,
     raw_path,
     read_versions,
-    run_cli,
     select,
     validate_common,
-    version_times,
 )
 from experiments.data.registry import DatasetKind
 from experiments.protocol.answers import contains_answer, normalise
@@ -190,11 +187,7 @@ def generate(cfg: PepsConfig, *, source: str | Path | None = None
     facts = {d: pep_facts(d, vs, cfg.fields, appearing=cfg.appearing_changes)
              for d, vs in docs.items()}  # fmt: skip
     docs = keep_documents(docs, {d for d, f in facts.items() if f}, cfg.max_documents)
-    pool: list[Candidate] = []
-    for doc_id, versions in docs.items():
-        times = version_times(versions)
-        for fact in facts[doc_id]:
-            pool.extend(candidates(fact, times, end, cfg))
+    pool = candidate_pool(docs, facts, end, cfg)
     queries = query_records(select(pool, cfg), lambda c: _question(c, docs[c.fact.doc_id]),
                             cfg, "pep")
     return corpus_records(docs, "technical_doc", title=_title), queries
@@ -207,12 +200,8 @@ def write(cfg: PepsConfig, out_dir: str | Path, *, source: str | Path | None = N
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m experiments.data.peps", description=__doc__.splitlines()[0]
-    )
-    add_arguments(parser, PepsConfig)
-    args = parser.parse_args(argv)
-    return run_cli(args, PepsConfig, generate, ["field"])
+    return command("experiments.data.peps", __doc__.splitlines()[0],
+                   PepsConfig, generate, ["field"], argv)
 
 
 DATASET = DatasetKind("peps", PepsConfig, lambda cfg, out, base: write(cfg, out / "dataset"),

@@ -17,7 +17,6 @@ same config gives byte-identical files.
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import re
 from collections import Counter
@@ -34,8 +33,8 @@ from experiments.data.deriver import (
     Fact,
     QuestionsConfig,
     VersionTexts,
-    add_arguments,
-    candidates,
+    candidate_pool,
+    command,
     consistent,
     corpus_records,
     date_phrase,
@@ -44,10 +43,8 @@ from experiments.data.deriver import (
     query_records,
     raw_path,
     read_versions,
-    run_cli,
     select,
     validate_common,
-    version_times,
 )
 from experiments.data.registry import DatasetKind
 from experiments.protocol.answers import normalise
@@ -444,11 +441,7 @@ def generate(cfg: SitePolicyConfig, *, source: str | Path | None = None
     facts = {d: site_policy_facts(d, [v["text"] for v in vs], cfg.min_similarity)
              for d, vs in docs.items()}  # fmt: skip
     docs = keep_documents(docs, {d for d, f in facts.items() if f}, cfg.max_documents)
-    pool: list[Candidate] = []
-    for doc_id, versions in docs.items():
-        times = version_times(versions)
-        for fact in facts[doc_id]:
-            pool.extend(candidates(fact, times, end, cfg))
+    pool = candidate_pool(docs, facts, end, cfg)
     chosen = select(pool, cfg)
     queries = query_records(chosen, lambda c: _question(c, docs[c.fact.doc_id]), cfg, "sp")
     return corpus_records(docs, "policy_doc", title=lambda d, v: title_of(v["text"], d)), queries
@@ -462,12 +455,8 @@ def write(cfg: SitePolicyConfig, out_dir: str | Path, *, source: str | Path | No
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m experiments.data.site_policy", description=__doc__.splitlines()[0]
-    )
-    add_arguments(parser, SitePolicyConfig)
-    args = parser.parse_args(argv)
-    return run_cli(args, SitePolicyConfig, generate, ["value_type"])
+    return command("experiments.data.site_policy", __doc__.splitlines()[0],
+                   SitePolicyConfig, generate, ["value_type"], argv)
 
 
 DATASET = DatasetKind("site_policy", SitePolicyConfig,
