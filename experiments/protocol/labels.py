@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import json
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from urllib.parse import quote, unquote
 
 from experiments.data.dataset import Dataset, Query
 from experiments.protocol.answers import contains_answer, normalise
-from smartvector.chunking import chunk_text
+from smartvector.chunking import chunk_text, text_hash
 
 #: the label sets written as TREC qrels (``qrels/<name>.txt``), in the order above
 LABEL_SETS = ("relevant", "correct", "stale", "contradicted", "in_force", "document")
@@ -90,8 +91,6 @@ class ChunkCorpus:
         found = self.ids.get((doc_id, text))
         if found is not None:
             return found
-        from smartvector.chunking import text_hash
-
         return f"{quote(doc_id, safe='')}#x{text_hash(text)[:12]}"
 
     def document(self, chunk_id: str) -> str:
@@ -217,8 +216,6 @@ def qrels_lines(labels: Labels, name: str) -> Iterable[str]:
 def write_labels(out_dir: Path, ds: Dataset, labels: Labels) -> None:
     """``qrels/<set>.txt`` for every label set (TREC qrels) and a BEIR-style
     ``beir/{corpus.jsonl, queries.jsonl, qrels/test.tsv}`` (the relevant chunks)."""
-    import json
-
     qdir, bdir = Path(out_dir) / "qrels", Path(out_dir) / "beir"
     qdir.mkdir(parents=True, exist_ok=True)
     (bdir / "qrels").mkdir(parents=True, exist_ok=True)
