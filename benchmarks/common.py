@@ -14,10 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.methods.reference_impl import ensure_poc as install_poc
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results" / "benchmarks"
 POC_DIR = ROOT / ".cache" / "poc"
-POC_SPEC = "smartvector-rag==0.1.1"
 
 
 def machine() -> dict:
@@ -116,11 +117,9 @@ def sizes_arg(text: str) -> list[int]:
 
 def ensure_poc() -> Path:
     """Install the reference proof-of-concept into .cache/poc (never into this interpreter:
-    its import package is also called ``smartvector``); it runs only in subprocesses."""
-    if not (POC_DIR / "smartvector" / "db.py").exists():
-        subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet",
-                        "--target", str(POC_DIR), POC_SPEC], check=True)
-    return POC_DIR
+    its import package is also called ``smartvector``); it runs only in subprocesses. The
+    installer is the ``paper_code`` method row's (:mod:`experiments.methods.reference_impl`)."""
+    return install_poc(POC_DIR)
 
 
 def run_poc(spec: dict, timeout: float = 1800) -> dict:
