@@ -563,6 +563,10 @@ def _paired(pred: pd.DataFrame, a: str, b: str) -> tuple[float, float, float, fl
     return float(fa.mean()), float(fb.mean()), d, lo, hi
 
 
+#: regime-map columns beside SmartVector's pools: our designs and the paper's own code
+OWN_LABELS = {"smartvector_v2": "v2", "smartvector_v3": "v3", "paper_code": "paper code"}
+
+
 def regime_map(store: Store, out: Path) -> dict[str, str]:
     """SmartVector (six pools) and v2 minus plain cosine and minus latest_only, per regime:
     ``regime_map.csv``, ``regime_map.png`` and the report's tables."""
@@ -573,14 +577,14 @@ def regime_map(store: Store, out: Path) -> dict[str, str]:
     for regime, part in pred.groupby(REGIME_KEYS, sort=True):
         timing, rate, sup, windows = regime
         seeds = part["seed"].nunique()
-        for m in [*POOLS, "smartvector_v2"]:
+        for m in [*POOLS, *OWN_LABELS]:
             if m not in set(part.method):
                 continue
             acc, plain, dp, dp_lo, dp_hi = _paired(part, m, "plain_cosine")
             _, latest, dl, dl_lo, dl_hi = _paired(part, m, "latest_only")
             rows.append({"query_timing": timing, "rumor_rate": float(rate),
                          "supersession": sup, "validity_windows": windows, "seeds": seeds,
-                         "method": m, "pool": POOLS.get(m, "v2"), "accuracy": acc,
+                         "method": m, "pool": POOLS.get(m) or OWN_LABELS[m], "accuracy": acc,
                          "plain_cosine": plain, "latest_only": latest,
                          "minus_plain": dp, "minus_plain_lo": dp_lo, "minus_plain_hi": dp_hi,
                          "minus_latest": dl, "minus_latest_lo": dl_lo,
@@ -597,7 +601,8 @@ def regime_map(store: Store, out: Path) -> dict[str, str]:
                     for a, d, lo, hi in zip(show.accuracy, show.minus_plain, show.minus_plain_lo,
                                             show.minus_plain_hi, strict=True)]
     wide = show.pivot(index="regime", columns="pool", values="cell")
-    wide = wide[[c for c in ["1", "2", "5", "10", "50", "all", "v2"] if c in wide.columns]]
+    wide = wide[[c for c in ["1", "2", "5", "10", "50", "all", *OWN_LABELS.values()]
+                 if c in wide.columns]]
     base = show.drop_duplicates("regime").set_index("regime")[["plain_cosine", "latest_only"]]
     wide.insert(0, "latest_only", [f"{100 * v:.0f}%" for v in base.loc[wide.index,
                                                                       "latest_only"]])
@@ -652,7 +657,8 @@ def v2_criteria(pred: pd.DataFrame, v2: str = "smartvector_v2") -> pd.DataFrame:
 def _plot_regime_map(df: pd.DataFrame, path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    pools = [p for p in ["1", "2", "5", "10", "50", "all", "v2"] if p in set(df["pool"])]
+    pools = [p for p in ["1", "2", "5", "10", "50", "all", *OWN_LABELS.values()]
+             if p in set(df["pool"])]
     df = df.assign(regime=[f"{t}/r{r:g}/{s[:3]}{'' if w in (True, 'True') else '-nw'}"
                            for t, r, s, w in zip(df.query_timing, df.rumor_rate,
                                                  df.supersession, df.validity_windows,
@@ -664,7 +670,8 @@ def _plot_regime_map(df: pd.DataFrame, path: Path) -> None:
         grid = df.pivot(index="regime", columns="pool", values=col).reindex(
             index=regimes, columns=pools) * 100
         im = ax.imshow(grid.to_numpy(), cmap="RdBu", vmin=-60, vmax=60, aspect="auto")
-        ax.set_xticks(range(len(pools)), [f"pool {p}" if p != "v2" else "v2" for p in pools],
+        ax.set_xticks(range(len(pools)), [p if p in OWN_LABELS.values() else f"pool {p}"
+                                        for p in pools],
                       rotation=45)
         ax.set_yticks(range(len(regimes)), regimes, fontsize=7)
         ax.set_title(title + " (points)")
@@ -758,6 +765,13 @@ def _plot_reembed(df: pd.DataFrame, path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- report
+def verdict(store: Store, out: Path) -> dict[str, str]:
+    """The pre-registered verdict on v2 and v3 (:mod:`experiments.studies.verdict_report`)."""
+    from experiments.studies.verdict_report import build
+
+    return build(store, out)
+
+
 def refresh_report(report: Path, tables: dict[str, str]) -> None:
     """Replace the text between ``<!-- table:NAME -->`` and ``<!-- /table:NAME -->``."""
     if not report.exists():
@@ -781,7 +795,7 @@ def main(argv: list[str] | None = None) -> int:
     store = Store(Path(args.results_root))
     tables: dict[str, str] = {}
     for build in (table1, regime_map, real_corpora, robustness, time_travel, feedback, sensitivity,
-                  authority, weights, reembed_length):
+                  authority, weights, reembed_length, verdict):
         made = build(store, out)
         print(f"{build.__name__}: {', '.join(made) or 'no finished runs'}")
         tables.update(made)

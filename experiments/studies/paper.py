@@ -45,8 +45,11 @@ from smartvector import ScoringWeights
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 #: the studies, longest jobs first (the real corpora's single jobs take minutes)
-STUDIES = ("real_site_policy", "real_peps", "real_endoflife", "weights_dev", "table1", "table1_dev",
-           "regime_map", "robustness", "time_travel", "feedback", "sensitivity", "authority")
+STUDIES = ("real_site_policy", "real_peps", "real_endoflife", "verdict_real", "verdict_dev_real",
+           "weights_dev", "table1", "table1_dev", "regime_map", "verdict_synth_versions",
+           "verdict_synth_documents", "verdict_dev_synth_versions",
+           "verdict_dev_synth_documents", "robustness", "time_travel", "feedback",
+           "sensitivity", "authority")
 REEMBED_LENGTHS = (5, 10, 20, 50, 100, 200, 500)
 REEMBED_SEEDS = (0, 1, 2, 3, 4)
 WEIGHT_NAMES = ("semantic", "temporal", "confidence", "relational")
