@@ -28,7 +28,8 @@ from experiments.results.record import PREDICTIONS_FILE, RUNS_DIR, find_results_
 PUBLISHED = ("paper_table1", "paper_table1_dev", "paper_regime_map", "paper_robustness",
              "paper_time_travel", "paper_feedback", "paper_sensitivity", "paper_authority",
              "paper_weights_dev", "paper_weights_test", "real_site_policy", "real_peps",
-             "real_endoflife")
+             "real_endoflife", "verdict_synth", "verdict_real", "verdict_dev_synth",
+             "verdict_dev_real")
 TOP1_COLUMNS = ["query_id", "method", "kind", "grade", "probability"]
 
 
