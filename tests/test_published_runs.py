@@ -16,6 +16,10 @@ from experiments.results.archive import unpack
 
 ROOT = Path(__file__).resolve().parents[1]
 PACK = ROOT / "results" / "runs" / "paper_table1.tar.xz"
+#: the paper's reference implementation cuts its own 200-character chunks: they are not
+#: entries of the chunk corpus the qrels label, so its top-1 (graded on the hit's text, as
+#: every method's is) cannot be recomputed from qrels
+OWN_CHUNKING = ("paper_code", "paper_code_as_shipped")
 
 
 def _qrels(text: str) -> dict[str, dict[str, int]]:
@@ -63,5 +67,8 @@ def test_table1_recomputed_from_the_committed_runs_and_qrels() -> None:
             np.mean(ndcg[row["method"]]), abs=5e-4), row["method"]
     for _, row in table1.iterrows():
         published = float(row["top-1 accuracy"].split("%")[0])
+        if row["method"] in OWN_CHUNKING:  # its chunks carry no labels: graded on text only
+            assert np.mean(top1[row["method"]]) == 0 and published > 0
+            continue
         assert published == pytest.approx(100 * np.mean(top1[row["method"]]), abs=0.05), \
             row["method"]
