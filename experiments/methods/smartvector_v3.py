@@ -38,7 +38,7 @@ from experiments.data.dataset import Query
 from experiments.methods.base import QueryInput, RankedHit, Ranking, register
 from experiments.methods.bm25 import BM25Index
 from experiments.methods.hybrid import rrf, top_ranked
-from experiments.methods.store_methods import StoreRetriever
+from experiments.methods.store_methods import StoreRetriever, calibrated, check_calibration
 
 
 @dataclass
@@ -72,13 +72,7 @@ class SmartVectorV3Params:
             raise ValueError(f"subject_similarity must be >= 0, got {self.subject_similarity!r}")
         if not self.half_life_days > 0:
             raise ValueError(f"half_life_days must be > 0, got {self.half_life_days!r}")
-        if self.calibration is not None:
-            x, y = self.calibration.get("x"), self.calibration.get("y")
-            decreasing = any(a > b for a, b in zip(x or [], (x or [])[1:], strict=False))
-            if (not x or not y or len(x) != len(y) or decreasing
-                    or any(not 0 <= v <= 1 for v in y)):
-                raise ValueError("calibration needs equal-length lists x (increasing) and "
-                                 "y (in [0, 1])")
+        check_calibration(self.calibration)
 
 
 class _Subjects:
@@ -203,10 +197,7 @@ class SmartVectorV3Retriever(StoreRetriever):
                           {"semantic": float(cos[r]), "confidence": float(cf)})
                 for i, r, cf in zip(order.tolist(), top_rows.tolist(), conf.tolist(),
                                     strict=True)]
-        top = float(score[order[0]])
-        cal = p.calibration
-        prob = float(np.interp(top, cal["x"], cal["y"])) if cal else float(np.clip(top, 0, 1))
-        return Ranking(hits, prob)
+        return Ranking(hits, calibrated(float(score[order[0]]), p.calibration))
 
     def _rerank(self, cand: np.ndarray, fused: np.ndarray, at: float) -> np.ndarray:
         p, s = self.params, self.store

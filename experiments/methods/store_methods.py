@@ -104,6 +104,25 @@ class StoreRetriever(Retriever):
                        clip01(score[order[0]] / prob_scale))
 
 
+def check_calibration(calibration: dict[str, list[float]] | None) -> None:
+    """Raise ValueError unless ``calibration`` is null or knots ``x`` (increasing) and ``y``
+    (in [0, 1]) of equal length."""
+    if calibration is None:
+        return
+    x, y = calibration.get("x"), calibration.get("y")
+    increasing = all(a <= b for a, b in zip(x or [], (x or [])[1:], strict=False))
+    if not x or not y or len(x) != len(y) or not increasing or any(not 0 <= v <= 1 for v in y):
+        raise ValueError("calibration needs equal-length lists x (increasing) and y (in [0, 1])")
+
+
+def calibrated(score: float, calibration: dict[str, list[float]] | None) -> float:
+    """The probability of a top score: through the piecewise-linear map ``calibration``, or
+    the score clipped to [0, 1] without one."""
+    if calibration is None:
+        return clip01(score)
+    return float(np.interp(score, calibration["x"], calibration["y"]))
+
+
 @dataclass
 class SmartVectorParams:
     """The four-signal ranking. ``weights`` (null: the store's ``store.weights``) are the
@@ -127,13 +146,7 @@ class SmartVectorParams:
             unknown = set(self.weights) - set(SIGNALS)
             if unknown:
                 raise ValueError(f"weights: unknown signal {sorted(unknown)[0]!r}")
-        if self.calibration is not None:
-            x, y = self.calibration.get("x"), self.calibration.get("y")
-            increasing = all(a <= b for a, b in zip(x or [], (x or [])[1:], strict=False))
-            if (not x or not y or len(x) != len(y) or not increasing
-                    or any(not 0 <= v <= 1 for v in y)):
-                raise ValueError("calibration needs equal-length lists x (increasing) and "
-                                 "y (in [0, 1])")
+        check_calibration(self.calibration)
 
 
 @register("smartvector")
@@ -163,10 +176,9 @@ class SmartVectorRetriever(StoreRetriever):
         res = self._search(query, at, k, weights=self.weights,
                            record_access=self.store.config.record_access)
         ranked = self._ranked(res, res.score, k)
-        cal = self.params.calibration
-        if cal and ranked.hits:
-            p = float(np.interp(ranked.hits[0].score, cal["x"], cal["y"]))
-            ranked = Ranking(ranked.hits, p)
+        if self.params.calibration and ranked.hits:
+            ranked = Ranking(ranked.hits, calibrated(ranked.hits[0].score,
+                                                     self.params.calibration))
         return ranked
 
     @property

@@ -252,21 +252,28 @@ def calibrate(dev: pd.DataFrame, test: pd.DataFrame) -> dict[str, float]:
     """Per method, ECE on the test predictions of its raw probability mapped through an
     isotonic fit (score -> P(correct)) on the development predictions; methods without
     development predictions are left out."""
-    from sklearn.isotonic import IsotonicRegression
-
     out = {}
     if dev.empty:
         return out
     for m, d in dev.groupby("method"):
         t = test[test.method == m]
-        if t.empty:
-            continue
-        iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
-        iso.fit(d["probability"].astype(float).fillna(0).to_numpy(),
-                d["grade"].eq("correct").to_numpy())
-        p = iso.predict(t["probability"].astype(float).fillna(0).to_numpy())
-        out[m] = ece(p, t["grade"].eq("correct").to_numpy(), 10, "uniform")
+        if not t.empty:
+            out[m] = calibrated_ece(d, t)
     return out
+
+
+def calibrated_ece(dev: pd.DataFrame, test: pd.DataFrame) -> float:
+    """ECE (10 uniform bins) of ``test``'s probabilities mapped by an isotonic fit
+    (probability -> P(correct)) on ``dev``'s; NaN without development predictions."""
+    from sklearn.isotonic import IsotonicRegression
+
+    if dev.empty or test.empty:
+        return float("nan")
+    iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
+    iso.fit(dev["probability"].astype(float).fillna(0).to_numpy(),
+            dev["grade"].eq("correct").to_numpy())
+    p = iso.predict(test["probability"].astype(float).fillna(0).to_numpy())
+    return ece(p, test["grade"].eq("correct").to_numpy(), 10, "uniform")
 
 
 def _cluster(pred: pd.DataFrame) -> np.ndarray:

@@ -38,6 +38,7 @@ from tqdm import tqdm
 from experiments.data.dataset import Dataset, load_dataset
 from experiments.data.registry import get_kind
 from experiments.methods import Context, make_retriever
+from experiments.protocol.job import share_groups
 from experiments.protocol.memo import MemoEmbedder
 from experiments.protocol.replay import grade_run, replay_shared
 from experiments.studies.select_v2 import fit_calibration, method_node, regimes
@@ -133,12 +134,8 @@ def run_methods(ds: Dataset, nodes: dict[str, dict], ctx: Context,
     """Every method's predictions on one corpus; methods with equal state keys share a
     replay."""
     retrievers = [make_retriever(name, node, ctx) for name, node in nodes.items()]
-    groups: dict[Any, list] = {}
-    for r in retrievers:
-        key = r.state_key()
-        groups.setdefault(id(r) if key is None else key, []).append(r)
     frames = []
-    for group in groups.values():
+    for group in share_groups(retrievers, feedback=False):
         for res in replay_shared(ds, group, qvecs, k=K):
             frames.append(pd.DataFrame(grade_run(ds, res)))
     return pd.concat(frames, ignore_index=True)

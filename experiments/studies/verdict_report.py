@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from experiments.protocol.metrics import ece
+from experiments.studies.figures import _write, calibrated_ece
 from experiments.studies.verdict import OTHER_METHODS, counts, verdict_table
 
 OWN = ("smartvector_v2", "smartvector_v3")
@@ -26,13 +26,9 @@ def _runs(store, study: str) -> pd.DataFrame:
     """Every finished run's predictions, with its regime / corpus and context columns."""
     frames = []
     for run in store.parents(study):
-        p = run.data.params
-        df = pd.read_csv(run.dir / "predictions.csv", keep_default_na=False, na_values=[""])
-        df["seed"] = p.get("seed", "0")
-        df["corpus"] = p.get("dataset.kind", "")
-        df["context"] = p.get("protocol.chunk_context", "none")
-        for k in REGIME:
-            df[k] = p.get(k, "")
+        df = store.predictions(run)  # with the swept params (seed, regime) as columns
+        df["corpus"] = run.data.params.get("dataset.kind", "")
+        df["context"] = run.data.params.get("protocol.chunk_context", "none")
         frames.append(df)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
@@ -57,20 +53,6 @@ def cells(test_synth: pd.DataFrame, test_real: pd.DataFrame) -> dict[str, pd.Dat
     return out
 
 
-def calibrated_ece(dev: pd.DataFrame, test: pd.DataFrame) -> float:
-    """ECE (10 uniform bins) of ``test``'s probabilities mapped by an isotonic fit on
-    ``dev``'s (NaN without development predictions)."""
-    from sklearn.isotonic import IsotonicRegression
-
-    if dev.empty or test.empty:
-        return float("nan")
-    iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
-    iso.fit(dev["probability"].astype(float).fillna(0).to_numpy(),
-            dev["grade"].eq("correct").to_numpy())
-    p = iso.predict(test["probability"].astype(float).fillna(0).to_numpy())
-    return ece(p, test["grade"].eq("correct").to_numpy(), 10, "uniform")
-
-
 def secondary(cell: pd.DataFrame, dev: pd.DataFrame, methods: list[str]) -> list[dict]:
     """The registered secondary metrics of ``methods`` on one cell."""
     rows = []
@@ -92,8 +74,6 @@ def secondary(cell: pd.DataFrame, dev: pd.DataFrame, methods: list[str]) -> list
 def build(store, out: Path) -> dict[str, str]:
     """Write ``verdict_<design>.{csv,md}``, ``verdict_counts`` and ``verdict_secondary``;
     returns the report's tables by name."""
-    from experiments.studies.figures import _write
-
     test = cells(_runs(store, "verdict_synth"), _runs(store, "verdict_real"))
     if not test:
         return {}
