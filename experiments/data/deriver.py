@@ -89,13 +89,9 @@ def validate_common(cfg: Any) -> None:
                          f"{cfg.max_documents!r}")  # fmt: skip
 
 
-
-_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
-           "september", "october", "november", "december")  # fmt: skip
-_MONTH_RE = "(?:" + "|".join(m.capitalize() for m in _MONTHS) + ")"
-_SMALL = ("zero one two three four five six seven eight nine ten eleven twelve thirteen "
-          "fourteen fifteen sixteen seventeen eighteen nineteen").split()  # fmt: skip
-_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+#: English month names, lower case (dates are written in English whatever the locale)
+MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
+          "september", "october", "november", "december")  # fmt: skip
 
 
 @dataclass
@@ -419,7 +415,7 @@ def select(pool: Sequence[Candidate], cfg: Any) -> list[Candidate]:
 
 def date_phrase(t: datetime) -> str:
     """``2 July 2019`` (day month year, English month names whatever the locale)."""
-    return f"{t.day} {_MONTHS[t.month - 1].capitalize()} {t.year}"
+    return f"{t.day} {MONTHS[t.month - 1].capitalize()} {t.year}"
 
 
 def query_records(chosen: Sequence[Candidate], question: Callable[[Candidate], str | None],

@@ -29,6 +29,7 @@ from typing import Any
 
 from experiments.data.dataset import write_dataset
 from experiments.data.deriver import (
+    MONTHS,
     Candidate,
     Fact,
     QuestionsConfig,
@@ -70,9 +71,7 @@ def validate(cfg: SitePolicyConfig) -> None:
 
 # --- values in policy text ----------------------------------------------------------------
 
-_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
-           "september", "october", "november", "december")  # fmt: skip
-_MONTH_RE = "(?:" + "|".join(m.capitalize() for m in _MONTHS) + ")"
+_MONTH_RE = "(?:" + "|".join(m.capitalize() for m in MONTHS) + ")"
 _SMALL = ("zero one two three four five six seven eight nine ten eleven twelve thirteen "
           "fourteen fifteen sixteen seventeen eighteen nineteen").split()  # fmt: skip
 _TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
@@ -143,8 +142,8 @@ def _date_key(m: re.Match[str]) -> str | None:
         if m.group("date3"):
             return datetime.strptime(text, "%Y-%m-%d").date().isoformat()
         words = re.findall(r"[A-Za-z]+|\d+", text)
-        month = next(_MONTHS.index(w.casefold()) + 1 for w in words if w.isalpha()
-                     and w.casefold() in _MONTHS)  # fmt: skip
+        month = next(MONTHS.index(w.casefold()) + 1 for w in words if w.isalpha()
+                     and w.casefold() in MONTHS)  # fmt: skip
         day, year = (int(w) for w in words if w.isdigit())
         return datetime(year, month, day).date().isoformat()
     except (ValueError, StopIteration):
