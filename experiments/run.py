@@ -20,6 +20,7 @@ from experiments.data.loading import materialise, read_in_place, source_of, spli
 from experiments.ops.resilience import Terminated, interrupt_of, one_line, sigterm_as_interrupt
 from experiments.protocol.job import evaluate
 from experiments.results.mlflow_export import (
+    CHART_RUNS,
     artifact_location_for,
     finished_on_server,
     is_server_uri,
@@ -114,6 +115,10 @@ def log(out: Path, uri: str, cfg: DictConfig, base: Path) -> None:
                   f"on this host is gone: {', '.join(experiment.reaped)}", file=sys.stderr)
         try:
             log_results(out, experiment, detail=cfg.mlflow.detail)
+            if len(cfg.methods) > CHART_RUNS:
+                print(f"note: MLflow's chart view draws the first {CHART_RUNS} runs of "
+                      f"{len(cfg.methods)}: pick 'Show all runs' (the eye above the run list) "
+                      "to compare every method", file=sys.stderr)
             return
         except Exception as e:  # noqa: BLE001 - results are safe on disk
             reason = f"logging to {uri} failed: {one_line(e)}"

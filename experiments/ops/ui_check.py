@@ -34,6 +34,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from experiments.results.mlflow_export import (
+    CHART_RUNS,
     KEY_METRICS,
     absolute_sqlite,
     is_server_uri,
@@ -244,6 +245,9 @@ def missing_on_page(text: str, expected: Expected) -> list[str]:
         absent = sum(not shown(v, numbers) for v in values)
         if absent:
             missing.append(f"{absent} of {len(values)} values of {key}")
+    if missing and len(expected.methods) > CHART_RUNS:
+        missing.append(f"(MLflow's chart view draws the first {CHART_RUNS} runs; this "
+                       f"configuration has {len(expected.methods)})")
     return missing
 
 
