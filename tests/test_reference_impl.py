@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -41,6 +42,7 @@ from experiments.methods.reference_impl import (
     ensure_poc,
     poc_path,
 )
+from experiments.ops.resilience import process_alive
 from experiments.protocol.replay import grade_run, replay
 from smartvector import HashingEmbedder
 
@@ -435,6 +437,41 @@ def test_worker_refuses_another_smartvector_package(poc_dir, tmp_path: Path) -> 
                          check=False, timeout=60)
     assert out.returncode != 0
     assert "imported the wrong smartvector package" in out.stderr
+
+
+HOLDER = """import json, os, subprocess, sys, time
+opts = {"simulated_clock": True, "avoid_conflict_crash": True, "fast_conflict_scan": True,
+        "fast_relationship_scan": True, "harness_pid": os.getpid()}
+w = subprocess.Popen([sys.executable, "-S", "-P", sys.argv[1], sys.argv[2], json.dumps(opts)],
+                     stdin=sys.stdin, stdout=subprocess.PIPE, text=True, cwd="/")
+ready = json.loads(w.stdout.readline())["ready"]
+print(w.pid, ready, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_the_worker_dies_with_the_harness_even_with_its_input_open(poc_dir) -> None:
+    """kill -9 of the harness ends its worker even when the worker's input stays open (here
+    the test holds it, as a busy worker would not read it): a consolidation pass of the
+    paper's code can take minutes."""
+    env = {**os.environ, "PYTHONPATH": str(poc_dir), "TZ": "UTC"}
+    harness = subprocess.Popen([sys.executable, "-c", HOLDER, str(WORKER), str(poc_dir)],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                               env=env)
+    pid, ready = harness.stdout.readline().split()
+    worker = int(pid)
+    assert ready == "True" and process_alive(worker)
+    harness.kill()
+    harness.wait()
+    deadline = time.time() + 10
+    while process_alive(worker) and time.time() < deadline:
+        time.sleep(0.05)
+    alive = process_alive(worker)
+    if alive:
+        os.kill(worker, signal.SIGKILL)
+    harness.stdin.close()
+    assert not alive
 
 
 def test_the_harness_never_imports_the_poc(poc_dir) -> None:

@@ -258,6 +258,10 @@ def test_process_alive_checks_pid_and_start_time() -> None:
     if start:  # /proc available: a recycled pid (other start time) is not our process
         assert not resilience.process_alive(me, str(int(start) + 1))
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    if start:  # ended, not yet reaped (a zombie): not running
+        while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z":
+            time.sleep(0.01)
+        assert not resilience.process_alive(proc.pid)
     proc.wait()
     assert not resilience.process_alive(proc.pid)
 
@@ -303,6 +307,36 @@ def test_a_run_starts_no_process_so_kill_9_leaves_none(tmp_path: Path) -> None:
     _finish(proc, 60)
     again = _finish(_start(_cli(tmp_path, "embedder=hashing", "reembed.n_edits=10")), 300)
     assert again.returncode == 0, again.stderr[-2000:]  # the claim died with its process
+
+
+def _spawned_workers(pid: int) -> list[int]:
+    return [c for c in _children(pid)
+            if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_kill_9_of_the_paper_command_takes_its_workers_with_it(tmp_path: Path) -> None:
+    """The reproduction's pool workers (the user asked for them) die with their parent, even
+    mid-job; before, a killed reproduction left both waiting on their queue for ever."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "experiments.studies.paper", "--embedder", "hashing",
+         "--only", "robustness", "--jobs", "2", "--tracking-uri",
+         f"sqlite:///{tmp_path}/mlflow.db", "--results-root", str(tmp_path / "out")],
+        cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    (tmp_path / "datasets").symlink_to(ROOT / "datasets")
+    deadline = time.time() + 180
+    while len(workers := _spawned_workers(proc.pid)) < 2:
+        assert proc.poll() is None and time.time() < deadline
+        time.sleep(0.1)
+    proc.kill()
+    proc.wait()
+    deadline = time.time() + 10
+    while any(resilience.process_alive(w) for w in workers) and time.time() < deadline:
+        time.sleep(0.1)
+    left = [w for w in workers if resilience.process_alive(w)]
+    for w in left:
+        os.kill(w, signal.SIGKILL)
+    assert left == []
 
 
 # --- resuming, a dead server and importing ------------------------------------------------

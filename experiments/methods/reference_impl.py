@@ -207,7 +207,8 @@ class ReferenceImplRetriever(Retriever):
         options = {"simulated_clock": p.simulated_clock,
                    "avoid_conflict_crash": p.avoid_conflict_crash,
                    "fast_conflict_scan": p.fast_conflict_scan,
-                   "fast_relationship_scan": p.fast_relationship_scan}
+                   "fast_relationship_scan": p.fast_relationship_scan,
+                   "harness_pid": os.getpid()}  # (the worker dies with this process)
         env = {**os.environ, "PYTHONPATH": str(self.poc_dir), "PYTHONNOUSERSITE": "1",
                "TZ": "UTC"}
         self._stderr = tempfile.TemporaryFile()

@@ -40,8 +40,12 @@ Options: ``simulated_clock``, ``avoid_conflict_crash``, ``fast_conflict_scan``,
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import sys
+import threading
+import time
 import traceback
 from datetime import UTC, datetime
 from pathlib import Path
@@ -350,8 +354,23 @@ def _where(e: BaseException) -> str:
     return f"{Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else ""
 
 
+def die_with_parent(harness: int, poll_s: float = 0.5) -> None:
+    """Kill this worker within ``poll_s`` of the death of ``harness`` (its parent's pid, as
+    the harness gave it), even in the middle of a consolidation pass that would take minutes
+    or with its input held open by another process. The harness's own ``exit_with_parent``:
+    this file runs without the project on its path."""
+
+    def watch() -> None:
+        while os.getppid() == harness:
+            time.sleep(poll_s)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="die-with-parent", daemon=True).start()
+
+
 def main(argv: list[str]) -> None:
     poc_dir, options = argv[1], json.loads(argv[2])
+    die_with_parent(int(options.get("harness_pid", os.getppid())))
     out = sys.stdout
     sys.stdout = sys.stderr  # the protocol owns stdout: a stray print goes to stderr
     poc = import_poc(poc_dir)

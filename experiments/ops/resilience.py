@@ -87,6 +87,22 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def exit_with_parent(parent: int, poll_s: float = 0.5) -> None:
+    """In a worker process (a pool's ``initializer``, ``initargs=(os.getpid(),)``): kill this
+    process within ``poll_s`` of the death of ``parent``, even in the middle of a job. A pool
+    worker whose parent was killed (``kill -9``) would otherwise wait on its task queue for
+    ever; what it had not finished is redone by the next run (its claim on the configuration
+    dies with it). ``parent`` comes from the parent: a worker still starting when its parent
+    died has been handed to another one already."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def process_start(pid: int) -> str:
     """The process's start time in clock ticks since boot ('' where /proc is unavailable).
 
@@ -101,7 +117,8 @@ def process_start(pid: int) -> str:
 
 
 def process_alive(pid: int, start: str = "") -> bool:
-    """True if process ``pid`` (started at ``start``, when known) is still running here."""
+    """True if process ``pid`` (started at ``start``, when known) is still running here (a
+    zombie, ended but not yet reaped by its parent, is not)."""
     if pid <= 0:
         return False
     try:
@@ -112,10 +129,11 @@ def process_alive(pid: int, start: str = "") -> bool:
         pass  # exists, owned by someone else
     except OSError:
         return False
-    if start and Path("/proc").is_dir():
-        now = process_start(pid)
-        return now == start or now == ""
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+    except OSError:
+        return True  # no /proc: os.kill's answer
+    return stat[0] != "Z" and (not start or stat[19] == start)
 
 
 # --- SQLite contention ----------------------------------------------------------------------

@@ -28,6 +28,7 @@ import concurrent.futures as cf
 import itertools
 import json
 import multiprocessing
+import os
 import resource
 import sys
 import time
@@ -41,6 +42,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
+from experiments.ops.resilience import exit_with_parent
 from smartvector import ScoringWeights
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -238,7 +240,9 @@ def execute(jobs: Iterator[Job], n_workers: int, base_dir: Path, log_dir: Path,
                                                                f"{job.number}.log")))
         return failures
     context = multiprocessing.get_context("spawn")
-    with cf.ProcessPoolExecutor(n_workers, mp_context=context) as pool:
+    with cf.ProcessPoolExecutor(n_workers, mp_context=context,
+                                initializer=exit_with_parent,
+                                initargs=(os.getpid(),)) as pool:
         running = {}
         for job in jobs:
             if len(running) >= 2 * n_workers:
