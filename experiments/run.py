@@ -7,6 +7,8 @@ the results, print the table, log the directory to MLflow.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import sys
 from pathlib import Path
 
@@ -33,6 +35,10 @@ from experiments.results.record import RunResults, claim, is_finished, results_d
 from experiments.settings import ConfigError, Settings, validate
 
 register()
+# At exit, move every object out of the collector's reach: the interpreter's last full
+# collection would otherwise walk the ~480,000 objects of MLflow, qdrant-client and pandas
+# (~1.3 s of a 7 s run) only to free memory the ending process returns anyway.
+atexit.register(gc.freeze)
 
 #: Keys that change no result (left out of the configuration fingerprint).
 NOT_RESULTS = ("mlflow", "plots", "results_root")

@@ -108,6 +108,16 @@ def test_the_default_run_fits_mlflows_first_chart_page() -> None:
     assert len(cfg.methods) <= CHART_RUNS, list(cfg.methods)
 
 
+def test_the_collector_skips_the_heap_at_exit() -> None:
+    """A run's process ends without the interpreter's last full collection over every
+    imported object (gc.freeze at exit; its effect on time is in benchmarks/bench_harness)."""
+    probe = ("import atexit, gc; atexit.register(lambda: print(gc.get_freeze_count() > 1000)); "
+             "import experiments.run")  # (atexit runs last what registered first)
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "True", out.stderr[-2000:]
+
+
 def test_unknown_key_fails_at_start_up(tmp_path: Path) -> None:
     proc = _run([*FAST, "protocol.kk=3"], tmp_path)
     assert proc.returncode != 0
