@@ -318,12 +318,12 @@ def _spawned_workers(pid: int) -> list[int]:
 def test_kill_9_of_the_paper_command_takes_its_workers_with_it(tmp_path: Path) -> None:
     """The reproduction's pool workers (the user asked for them) die with their parent, even
     mid-job; before, a killed reproduction left both waiting on their queue for ever."""
+    (tmp_path / "datasets").symlink_to(ROOT / "datasets")
     proc = subprocess.Popen(
         [sys.executable, "-m", "experiments.studies.paper", "--embedder", "hashing",
          "--only", "robustness", "--jobs", "2", "--tracking-uri",
          f"sqlite:///{tmp_path}/mlflow.db", "--results-root", str(tmp_path / "out")],
         cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    (tmp_path / "datasets").symlink_to(ROOT / "datasets")
     deadline = time.time() + 180
     while len(workers := _spawned_workers(proc.pid)) < 2:
         assert proc.poll() is None and time.time() < deadline

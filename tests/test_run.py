@@ -102,7 +102,7 @@ def test_missing_model_rejected_before_work(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_the_default_run_fits_mlflows_first_chart_page() -> None:
     """MLflow's chart view draws the first CHART_RUNS runs: the main job's methods must all
-    be on it (the UI check's promise, checked in a browser by test_cluster)."""
+    be on it (what ``python -m experiments.ops.ui_check`` checks in a browser)."""
     cfg = _cfg()
     assert "smartvector_v3" in cfg.methods and "qdrant_filter" in cfg.methods
     assert len(cfg.methods) <= CHART_RUNS, list(cfg.methods)
