@@ -8,12 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments.studies.verdict_report import REGIME, calibrated_ece, cells, regime_name
+from experiments.studies.verdict_report import REGIME_KEYS, calibrated_ece, cells, regime_name
 
 
 def _synth(timing: str, rate: str, sup: str, windows: str) -> pd.DataFrame:
     return pd.DataFrame({"method": ["a"], "query_id": ["q1"], "seed": ["20"],
-                         **dict(zip(REGIME, ([timing], [rate], [sup], [windows]), strict=True))})
+                         **dict(zip(REGIME_KEYS, ([timing], [rate], [sup], [windows]),
+                                    strict=True))})
 
 
 def test_cells_are_the_regimes_then_the_real_corpora_without_title_context() -> None:

@@ -155,10 +155,11 @@ def ranking_table(pred: pd.DataFrame, out: Path, name: str,
                 f"{100 * v:.1f}% (n={n})"
         row["top-1 other document"] = f"{100 * q['other_document_rate']:.1f}%"
         rows.append(row)
-    return {f"{name}_ranking": _write(pd.DataFrame(rows), out, f"{name}_ranking")}
+    return {f"{name}_ranking": write_table(pd.DataFrame(rows), out, f"{name}_ranking")}
 
 
-def _write(df: pd.DataFrame, out: Path, name: str) -> str:
+def write_table(df: pd.DataFrame, out: Path, name: str) -> str:
+    """``<name>.csv`` and ``<name>.md`` in ``out``; returns the markdown."""
     df.to_csv(out / f"{name}.csv", index=False, float_format="%.4f")
     md = df.to_markdown(index=False)
     (out / f"{name}.md").write_text(md + "\n")
@@ -240,11 +241,11 @@ def table1(store: Store, out: Path) -> dict[str, str]:
     plot_reliability(curves, out / "reliability.png",
                      title=f"Reliability of the top-1 score (default corpus, "
                            f"{pred['seed'].nunique()} seeds pooled)")
-    return {"paper_vs_ours": _write(paper, out, "paper_vs_ours"),
-            "table1": _write(t1, out, "table1"), "ablation": _write(ab, out, "ablation"),
+    return {"paper_vs_ours": write_table(paper, out, "paper_vs_ours"),
+            "table1": write_table(t1, out, "table1"), "ablation": write_table(ab, out, "ablation"),
             **ranking_table(pred[~pred.method.str.startswith(("no_", "only_"))], out,
                             "table1"),
-            "reembed_corpus": _write(cost, out, "reembed_corpus"),
+            "reembed_corpus": write_table(cost, out, "reembed_corpus"),
             **breakdowns(pred, out, "table1")}
 
 
@@ -341,10 +342,10 @@ def breakdowns(pred: pd.DataFrame, out: Path, name: str,
                                                 f"{100 * t['ci_hi']:+.1f}]",
                               "sign-flip p": f"{t['p_sign_flip']:.3g}",
                               "paired t p": f"{t['p_ttest']:.3g}"})
-    made = {f"{name}_by_kind": _write(pd.DataFrame(by_kind), out, f"{name}_by_kind")}
+    made = {f"{name}_by_kind": write_table(pd.DataFrame(by_kind), out, f"{name}_by_kind")}
     if seed_tables:  # with one seed there is nothing to test at the seed level
-        made[f"{name}_by_seed"] = _write(pd.DataFrame(by_seed), out, f"{name}_by_seed")
-        made[f"{name}_seed_tests"] = _write(pd.DataFrame(tests), out, f"{name}_seed_tests")
+        made[f"{name}_by_seed"] = write_table(pd.DataFrame(by_seed), out, f"{name}_by_seed")
+        made[f"{name}_seed_tests"] = write_table(pd.DataFrame(tests), out, f"{name}_seed_tests")
     return made
 
 
@@ -372,7 +373,7 @@ def robustness(store: Store, out: Path) -> dict[str, str]:
             df.contradicted_rate, df.contradicted_rate_ci_lo, df.contradicted_rate_ci_hi,
             strict=True)],
     })
-    return {"robustness": _write(show, out, "robustness")}
+    return {"robustness": write_table(show, out, "robustness")}
 
 
 def time_travel(store: Store, out: Path) -> dict[str, str]:
@@ -389,7 +390,7 @@ def time_travel(store: Store, out: Path) -> dict[str, str]:
             row[f"top-1 ({kind})"] = _fmt(*a)
         row["stale (all)"] = _fmt(*_ci(sub["grade"].eq("stale").to_numpy()))
         rows.append(row)
-    return {"time_travel": _write(pd.DataFrame(rows), out, "time_travel")}
+    return {"time_travel": write_table(pd.DataFrame(rows), out, "time_travel")}
 
 
 def feedback(store: Store, out: Path) -> dict[str, str]:
@@ -414,7 +415,7 @@ def feedback(store: Store, out: Path) -> dict[str, str]:
     for c in ("Q1", "Q2", "Q3", "Q4"):
         show[c] = [f"{100 * v:.1f}%" for v in show[c]]
     show["feedback rate"] = [f"{r:.0%}" for r in show["feedback rate"]]
-    return {"feedback": _write(show, out, "feedback")}
+    return {"feedback": write_table(show, out, "feedback")}
 
 
 def weights(store: Store, out: Path) -> dict[str, str]:
@@ -452,8 +453,8 @@ def weights(store: Store, out: Path) -> dict[str, str]:
             })
     top = grid.head(5).copy()
     top["dev accuracy"] = [f"{100 * a:.1f}%" for a in top["dev accuracy"]]
-    return {"weights_test": _write(pd.DataFrame(rows), out, "weights_test"),
-            "weights_dev_top": _write(top, out, "weights_dev_top")}
+    return {"weights_test": write_table(pd.DataFrame(rows), out, "weights_test"),
+            "weights_dev_top": write_table(top, out, "weights_dev_top")}
 
 
 def sensitivity(store: Store, out: Path) -> dict[str, str]:
@@ -471,7 +472,7 @@ def sensitivity(store: Store, out: Path) -> dict[str, str]:
             "stale rate": _fmt(*_ci(sub["grade"].eq("stale").to_numpy())),
             "contradicted": _fmt(*_ci(sub["grade"].eq("contradicted").to_numpy())),
         })
-    return {"sensitivity": _write(pd.DataFrame(rows), out, "sensitivity")}
+    return {"sensitivity": write_table(pd.DataFrame(rows), out, "sensitivity")}
 
 
 def authority(store: Store, out: Path) -> dict[str, str]:
@@ -485,7 +486,7 @@ def authority(store: Store, out: Path) -> dict[str, str]:
         rows.append({"revisions via a lower channel": f"{corr:.0%}", "method": m,
                      "top-1 accuracy": _fmt(*_ci(sub["grade"].eq("correct").to_numpy())),
                      "stale rate": _fmt(*_ci(sub["grade"].eq("stale").to_numpy()))})
-    return {"authority": _write(pd.DataFrame(rows), out, "authority")}
+    return {"authority": write_table(pd.DataFrame(rows), out, "authority")}
 
 
 def reembed_length(store: Store, out: Path) -> dict[str, str]:
@@ -501,7 +502,7 @@ def reembed_length(store: Store, out: Path) -> dict[str, str]:
     show = df.copy()
     for c in show.columns[1:]:
         show[c] = [f"{v:.2f}" for v in show[c]]
-    return {"reembed_length": _write(show, out, "reembed_length")}
+    return {"reembed_length": write_table(show, out, "reembed_length")}
 
 
 # ---------------------------------------------------------------------------- figures
@@ -520,7 +521,7 @@ def real_corpora(store: Store, out: Path) -> dict[str, str]:
         for context, pred in pooled.groupby("protocol.chunk_context", sort=True):
             table = f"real_{name}" + ("" if context == "none" else f"_{context}")
             qualities = {m: quality(pred[pred.method == m]) for m in dict.fromkeys(pred.method)}
-            made[table] = _write(_real_table(pred, qualities), out, table)
+            made[table] = write_table(_real_table(pred, qualities), out, table)
             made.update(ranking_table(pred, out, table, qualities))
             made.update(breakdowns(pred, out, table, seed_tables=pred["seed"].nunique() > 1))
     return made
@@ -615,10 +616,10 @@ def regime_map(store: Store, out: Path) -> dict[str, str]:
                                                                       "latest_only"]])
     wide.insert(0, "plain_cosine", [f"{100 * v:.0f}%" for v in base.loc[wide.index,
                                                                        "plain_cosine"]])
-    made = {"regime_map": _write(wide.reset_index(), out, "regime_map_table")}
+    made = {"regime_map": write_table(wide.reset_index(), out, "regime_map_table")}
     crit = v2_criteria(pred)
     if not crit.empty:
-        made["v2_criteria"] = _write(crit, out, "v2_criteria")
+        made["v2_criteria"] = write_table(crit, out, "v2_criteria")
     return made
 
 

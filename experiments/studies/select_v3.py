@@ -41,6 +41,7 @@ from experiments.methods import Context, make_retriever
 from experiments.protocol.job import share_groups
 from experiments.protocol.memo import MemoEmbedder
 from experiments.protocol.replay import grade_run, replay_shared
+from experiments.studies.figures import REAL_CORPORA as REAL
 from experiments.studies.select_v2 import fit_calibration, method_node, regimes
 from smartvector import StoreConfig
 from smartvector.chunking import chunk_text
@@ -48,7 +49,6 @@ from smartvector.chunking import chunk_text
 ROOT = Path(__file__).resolve().parents[2]
 DEV_SEEDS = (100, 101, 102, 103, 104)
 TEST_SEEDS = range(0, 40)  # Table 1's 0-19 and the pre-registered 20-39
-REAL = ("site_policy", "peps", "endoflife")
 #: the pre-registration's held-out size of the synthetic corpus
 SIZE = {"n_topics": 20, "n_dependents": 6, "n_current_queries": 40, "n_as_of_queries": 36,
         "n_dependent_queries": 13}

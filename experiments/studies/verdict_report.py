@@ -13,13 +13,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from experiments.studies.figures import _write, calibrated_ece
+from experiments.studies.figures import REAL_CORPORA as REAL
+from experiments.studies.figures import REGIME_KEYS, calibrated_ece, write_table
 from experiments.studies.verdict import OTHER_METHODS, counts, verdict_table
 
 OWN = ("smartvector_v2", "smartvector_v3")
-REGIME = ("dataset.query_timing", "dataset.contradiction_rate", "dataset.supersession",
-          "dataset.validity_windows")
-REAL = ("site_policy", "peps", "endoflife")
 
 
 def _runs(store, study: str) -> pd.DataFrame:
@@ -42,7 +40,7 @@ def cells(test_synth: pd.DataFrame, test_real: pd.DataFrame) -> dict[str, pd.Dat
     """The registered cells, in order: 27 regimes, then the real corpora (context none)."""
     out: dict[str, pd.DataFrame] = {}
     if not test_synth.empty:
-        for key, part in test_synth.groupby(list(REGIME), sort=True):
+        for key, part in test_synth.groupby(REGIME_KEYS, sort=True):
             out[regime_name(*key)] = part
     if not test_real.empty:
         none = test_real[test_real.context == "none"]
@@ -85,7 +83,7 @@ def build(store, out: Path) -> dict[str, str]:
         table = verdict_table(test, own)
         show = table.assign(**{c: 100 * table[c] for c in ("own", "other", "difference",
                                                             "lo", "hi")})
-        made[f"verdict_{own}"] = _write(show.round(1), out, f"verdict_{own}")
+        made[f"verdict_{own}"] = write_table(show.round(1), out, f"verdict_{own}")
         n = counts(table)
         summary.append({"design": own, "cells": len(table), **n,
                         "target met (>= -1 pt)": int(table["target met"].sum()),
@@ -97,7 +95,7 @@ def build(store, out: Path) -> dict[str, str]:
         present = [m for m in (*OWN, *OTHER_METHODS) if m in set(cell.method)]
         for row in secondary(cell, dev, present):
             extra.append({"cell": name, **row})
-    made["verdict_counts"] = _write(pd.DataFrame(summary), out, "verdict_counts")
+    made["verdict_counts"] = write_table(pd.DataFrame(summary), out, "verdict_counts")
     sec = pd.DataFrame(extra)
     sec.to_csv(out / "verdict_secondary.csv", index=False, float_format="%.4f")
     pooled = sec.assign(synthetic=~sec.cell.isin(REAL)).groupby(
@@ -107,5 +105,5 @@ def build(store, out: Path) -> dict[str, str]:
     show = pd.concat([pooled[pooled.synthetic].drop(columns="synthetic"),
                       real.drop(columns="cell")], ignore_index=True)
     show = show[["data", *[c for c in show.columns if c != "data"]]]
-    made["verdict_secondary"] = _write(show.round(3), out, "verdict_secondary")
+    made["verdict_secondary"] = write_table(show.round(3), out, "verdict_secondary")
     return made
