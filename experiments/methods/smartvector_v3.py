@@ -33,6 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 from experiments.data.dataset import Query
 from experiments.methods.base import QueryInput, RankedHit, Ranking, register
@@ -73,24 +75,6 @@ class SmartVectorV3Params:
         if not self.half_life_days > 0:
             raise ValueError(f"half_life_days must be > 0, got {self.half_life_days!r}")
         check_calibration(self.calibration)
-
-
-class _Subjects:
-    """Union-find over candidate positions."""
-
-    def __init__(self, n: int) -> None:
-        self.parent = list(range(n))
-
-    def find(self, i: int) -> int:
-        while self.parent[i] != i:
-            self.parent[i] = self.parent[self.parent[i]]
-            i = self.parent[i]
-        return i
-
-    def union(self, i: int, j: int) -> None:
-        a, b = self.find(i), self.find(j)
-        if a != b:
-            self.parent[max(a, b)] = min(a, b)
 
 
 class SharedState:
@@ -232,17 +216,20 @@ class SmartVectorV3Retriever(StoreRetriever):
         cosine of their in-force centroids at least ``subject_similarity``): a document that
         replaces another, not two documents with a clause in common."""
         where = {r: i for i, r in enumerate(cand.tolist())}
-        uf = _Subjects(len(cand))
         first: dict[str, int] = {}
+        links: list[tuple[int, int]] = []
         graph = self.store.graph
         for i, (r, d) in enumerate(zip(cand.tolist(), docs, strict=True)):
-            uf.union(i, first.setdefault(d, i))
+            links.append((i, first.setdefault(d, i)))
             for kind in ("supersedes", "superseded_by", "contradicts"):
                 for other in graph.neighbours(kind, r, at):
                     j = where.get(other)
                     if j is not None and (docs[j] == d or self._restates(d, docs[j], at)):
-                        uf.union(i, j)
-        return np.array([uf.find(i) for i in range(len(cand))])
+                        links.append((i, j))
+        a, b = np.array(links).T
+        n = len(cand)
+        adjacency = coo_matrix((np.ones(len(a)), (a, b)), shape=(n, n))
+        return connected_components(adjacency, directed=False)[1]
 
     def _restates(self, a: str, b: str, at: float) -> bool:
         sim = float(self.shared.document(a, at)[0] @ self.shared.document(b, at)[0])
